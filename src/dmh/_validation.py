@@ -1,0 +1,147 @@
+"""Boundary validation: every public entry point checks its inputs once, here, with errors that
+name the offending array, its shape and what was expected."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+MODALITIES = ("image", "text")
+
+
+def check_modality(modality: str) -> str:
+    if modality not in MODALITIES:
+        raise ValueError(f"modality must be one of {MODALITIES}, got {modality!r}")
+    return modality
+
+
+def check_features(
+    X,
+    name: str,
+    *,
+    n_rows: int | None = None,
+    n_cols: int | None = None,
+    rows_to_check: np.ndarray | None = None,
+    dtype=np.float64,
+    allow_empty: bool = False,
+) -> np.ndarray:
+    """Return ``X`` as a 2-D float array after checking shape, dtype and finiteness.
+
+    ``rows_to_check`` (a boolean mask) restricts the finiteness check to observed rows, so that a
+    modality's missing rows may hold anything (they are ignored, never read).
+    """
+    if X is None:
+        raise ValueError(f"{name} is missing (got None)")
+    if hasattr(X, "toarray"):  # scipy.sparse
+        X = X.toarray()
+    arr = np.asarray(X)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
+    ):
+        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{name} must be real-valued, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D array (n_objects x n_features), got shape {arr.shape}"
+        )
+    if n_rows is not None and arr.shape[0] != n_rows:
+        raise ValueError(f"{name} has {arr.shape[0]} rows, expected {n_rows}")
+    if n_cols is not None and arr.shape[1] != n_cols:
+        raise ValueError(
+            f"{name} has {arr.shape[1]} features (columns), expected {n_cols} "
+            "(the dimension the model was fitted with)"
+        )
+    if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
+        raise ValueError(f"{name} is empty (shape {arr.shape})")
+    arr = arr.astype(dtype, copy=False)
+    sub = arr if rows_to_check is None else arr[rows_to_check]
+    if sub.size and not np.isfinite(sub).all():
+        bad = np.flatnonzero(~np.isfinite(sub).all(axis=1))
+        raise ValueError(
+            f"{name} contains NaN or infinite values in {bad.size} row(s) (first: {bad[:5].tolist()}); "
+            "mark a missing modality with image_mask/text_mask instead of NaN"
+        )
+    return arr
+
+
+def check_mask(mask, name: str, n: int) -> np.ndarray:
+    arr = np.asarray(mask)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
+    if arr.dtype != np.bool_:
+        if np.issubdtype(arr.dtype, np.number) and np.isin(arr, (0, 1)).all():
+            arr = arr.astype(bool)
+        else:
+            raise TypeError(f"{name} must be boolean (or 0/1), got dtype {arr.dtype}")
+    return arr
+
+
+def check_index(idx, name: str, n: int) -> np.ndarray:
+    arr = np.asarray(idx)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of 0-based row indices, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{name} must hold integer indices, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr.min() < 0 or arr.max() >= n:
+        raise ValueError(
+            f"{name} holds indices outside [0, {n - 1}] (min {arr.min()}, max {arr.max()}); "
+            "indices are 0-based"
+        )
+    if np.unique(arr).size != arr.size:
+        raise ValueError(f"{name} holds repeated indices")
+    return arr
+
+
+def check_labels(labels, n: int, name: str = "labels") -> np.ndarray:
+    """Labels are either class ids (n,) or a multi-hot matrix (n, L)."""
+    arr = np.asarray(labels)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr.reshape(-1)
+    if arr.ndim not in (1, 2) or arr.shape[0] != n:
+        raise ValueError(
+            f"{name} must be class ids of shape ({n},) or a multi-hot matrix of shape ({n}, L), "
+            f"got {arr.shape}"
+        )
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{name} contains NaN or infinite values")
+        if not np.all(arr == np.round(arr)):
+            raise ValueError(f"{name} must hold integer class ids or 0/1 multi-hot entries")
+    if arr.ndim == 2:
+        if not np.isin(arr, (0, 1)).all():
+            raise ValueError(f"multi-hot {name} must hold only 0 and 1")
+        return arr.astype(np.uint8)
+    return arr.astype(np.int64)
+
+
+def check_n_bits(n_bits) -> int:
+    if isinstance(n_bits, bool) or not isinstance(n_bits, numbers.Integral):
+        raise TypeError(f"n_bits must be an integer, got {n_bits!r}")
+    if n_bits < 1 or n_bits > 4096:
+        raise ValueError(f"n_bits must be between 1 and 4096, got {n_bits}")
+    return int(n_bits)
+
+
+def check_codes(codes, name: str = "codes", n_bits: int | None = None) -> np.ndarray:
+    arr = np.asarray(codes)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n x n_bits), got shape {arr.shape}")
+    if n_bits is not None and arr.shape[1] != n_bits:
+        raise ValueError(f"{name} have {arr.shape[1]} bits, expected {n_bits}")
+    if not np.isin(arr, (-1, 1)).all():
+        raise ValueError(f"{name} must hold only -1 and +1")
+    return arr.astype(np.int8)

@@ -1,0 +1,45 @@
+"""Built-in datasets (shipped inside the package) and lookup of data by name or path."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from ..data import CrossModalData, random_split
+
+__all__ = ["BUILTIN", "load_builtin", "load_dataset"]
+
+BUILTIN = {
+    "uci-digits": "UCI Multiple Features digits (CC BY 4.0): 2000 objects, 10 classes, "
+    "'image' = 76-d Fourier coefficients, 'text' = 64-d Karhunen-Loeve coefficients; "
+    "seeded split: 500 queries, the other 1500 are database and training set (the FSH protocol sizes)",
+}
+
+
+def load_builtin(name: str) -> CrossModalData:
+    if name not in BUILTIN:
+        raise KeyError(f"unknown built-in dataset {name!r}; available: {sorted(BUILTIN)}")
+    ref = resources.files(__package__).joinpath("uci_digits.npz")
+    with resources.as_file(ref) as path, np.load(path, allow_pickle=False) as f:
+        image, text, labels = f["image"], f["text"], f["labels"]
+    train, query, database = random_split(image.shape[0], query_size=500, train_size=1500, random_state=0)
+    return CrossModalData(
+        image=image, text=text, labels=labels, train_idx=train, query_idx=query, database_idx=database,
+        name=name,
+    )
+
+
+def load_dataset(name_or_path, **kwargs) -> CrossModalData:
+    """A built-in dataset by name, or a data file (see :func:`dmh.io.load_data`)."""
+    if isinstance(name_or_path, str) and name_or_path in BUILTIN:
+        return load_builtin(name_or_path)
+    path = Path(name_or_path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{name_or_path!r} is neither a built-in dataset ({', '.join(sorted(BUILTIN))}) nor an existing file"
+        )
+    from ..io import load_data
+
+    return load_data(path, **kwargs)

@@ -1,0 +1,29 @@
+"""Registry of hashing methods by name. Entries are imported lazily so that importing :mod:`dmh`
+never pulls in PyTorch (only DMH needs it)."""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["METHODS", "get_method_class", "make_method", "method_names"]
+
+#: name -> (module, class)
+METHODS: dict[str, tuple[str, str]] = {
+    "dmh": ("dmh.methods.dmh", "DMH"),
+}
+
+
+def method_names() -> list[str]:
+    return list(METHODS)
+
+
+def get_method_class(name: str):
+    key = name.lower()
+    if key not in METHODS:
+        raise KeyError(f"unknown method {name!r}; available: {', '.join(METHODS)}")
+    module, cls = METHODS[key]
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_method(name: str, **params):
+    return get_method_class(name)(**params)

@@ -1,0 +1,311 @@
+"""Complemented Local Embedding (CLE; paper Eqs. 2-6, 14-25, Algorithm 1), in numpy.
+
+Objective (Eq. 6), with ``n`` objects, views ``v = 1, 2``, descriptions ``Z^v`` (n x d_v, missing
+rows complemented into ``Zbar^v``), modality-invariant features ``Y`` (n x d), projections
+``Q^v`` (d_v x d) and neighbour weights ``W`` (n x k, rows sum to one)::
+
+    l1 = 1/(2n) sum_v ||Zbar^v - Y Q^v'||^2  +  lambda/n ||Y - W Y||^2  +  eta ||Y||^2
+    s.t. Q^v' Q^v = I,  sum_j W_ij = 1
+
+Each function below implements one step of Algorithm 1 and is tested against its definition.
+
+Choices where the paper is silent or loose (each an option of :func:`fit_cle`):
+
+* ``q_update="procrustes"`` (default): the exact minimiser of the Q-subproblem under its
+  constraint, i.e. the orthogonal Procrustes solution ``polar(Zbar' Y)`` when ``d_v >= d``. When a
+  view has fewer dimensions than ``d`` (the Wikipedia text is 10-d, d = 512), no ``d_v x d`` matrix
+  has orthonormal columns; we then require orthonormal *rows* (``Q Q' = I``, the nearest
+  semi-orthogonal matrix) and minimise with generalised power iterations (Nie et al., 2017), which
+  never increase the objective. ``"paper"`` orthogonalises Eq. 16 (``polar(Zbar'Y (Y'Y)^-1)``)
+  as the paper does; it is not guaranteed to decrease the objective.
+* ``y_update="exact"`` (default): the exact minimiser over ``Y`` of Eq. 6 (a sparse Sylvester
+  equation, solved by conjugate gradients), so every step of Algorithm 1 that minimises something
+  decreases the objective. ``"jacobi"`` is Eq. 25 literally, which treats the neighbours
+  ``y_ij`` as constants; it can increase the objective.
+* ``W`` (Eq. 22) is regularised (``A_i + w_reg * tr(A_i) I``) only for rows whose ``A_i`` is
+  (numerically) singular.
+* Neighbours of a paired object: ``neighbour_pool`` nearest paired objects in each description
+  space; those in both lists come first, ordered by the sum of their two ranks; when fewer than
+  ``k`` are common, the list is filled with the remaining candidates by the same order (a
+  candidate missing from one list counts with rank ``neighbour_pool`` there). Neighbours of an
+  unpaired object: its ``k`` nearest paired objects in its own modality.
+* The complement step (Eq. 5) is an imputation rule, not a minimisation of Eq. 6, and is not
+  monotone; the objective history is recorded after every full iteration.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neighbors import NearestNeighbors
+
+
+def polar(M: np.ndarray) -> np.ndarray:
+    """Nearest matrix with orthonormal columns (or rows, when wide): ``U V'`` of the thin SVD."""
+    wide = M.shape[0] < M.shape[1]
+    G = M @ M.T if wide else M.T @ M
+    lam, V = np.linalg.eigh(G)
+    if lam[0] > 1e-10 * max(lam[-1], np.finfo(float).tiny):
+        inv_sqrt = (V / np.sqrt(lam)) @ V.T
+        return inv_sqrt @ M if wide else M @ inv_sqrt
+    U, _, Vt = np.linalg.svd(M, full_matrices=False)  # rank deficient: the SVD form is well defined
+    return U @ Vt
+
+
+# ---------------------------------------------------------------------------------- neighbours
+def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self: bool) -> np.ndarray:
+    extra = 1 if exclude_self else 0
+    nn = NearestNeighbors(n_neighbors=min(n_neighbors + extra, X_fit.shape[0]), algorithm="brute")
+    nn.fit(X_fit)
+    idx = nn.kneighbors(X_query, return_distance=False)
+    if exclude_self:
+        rows = np.arange(X_query.shape[0])[:, None]
+        # drop the query itself wherever it appears (duplicates may put it at any position)
+        keep = idx != rows
+        out = np.empty((idx.shape[0], idx.shape[1] - 1), dtype=np.int64)
+        for i in range(idx.shape[0]):
+            out[i] = idx[i][keep[i]][: idx.shape[1] - 1]
+        return out
+    return idx
+
+
+def paired_neighbours(Z1p: np.ndarray, Z2p: np.ndarray, k: int, pool: int) -> np.ndarray:
+    """k neighbours (indices into the paired set) of each paired object, from the intersection of
+    its neighbours in both description spaces (see the module docstring for the fallback)."""
+    n_m = Z1p.shape[0]
+    pool = min(max(pool, k), n_m - 1)
+    A = _knn(Z1p, Z1p, pool, exclude_self=True)
+    B = _knn(Z2p, Z2p, pool, exclude_self=True)
+    out = np.empty((n_m, k), dtype=np.int64)
+    for i in range(n_m):
+        r1 = {j: r for r, j in enumerate(A[i])}
+        r2 = {j: r for r, j in enumerate(B[i])}
+        cands = set(r1) | set(r2)
+        ordered = sorted(cands, key=lambda j: (not (j in r1 and j in r2), r1.get(j, pool) + r2.get(j, pool), j))
+        out[i] = ordered[:k]
+    return out
+
+
+def unpaired_neighbours(Zq: np.ndarray, Zp: np.ndarray, k: int) -> np.ndarray:
+    """k nearest paired objects (indices into the paired set) of each unpaired object."""
+    return _knn(Zp, Zq, k, exclude_self=False)
+
+
+# ---------------------------------------------------------------------------------- W (Eq. 22)
+def lle_weights(Y: np.ndarray, nbrs: np.ndarray, w_reg: float = 1e-3, rcond: float = 1e-10) -> np.ndarray:
+    """Eq. 22: ``W_i = A_i^-1 1 / (1' A_i^-1 1)`` with ``A_i = B_i' B_i``, ``B_i = [y_i - y_ij]_j``.
+
+    ``nbrs`` (n x k) holds global row indices into ``Y``. Rows whose ``A_i`` is singular (smallest
+    eigenvalue below ``rcond`` times the largest) are regularised with ``w_reg * tr(A_i)``; rows with
+    ``A_i = 0`` (all neighbours equal to ``y_i``) get uniform weights.
+    """
+    n, k = nbrs.shape
+    Bt = Y[:, None, :] - Y[nbrs]  # (n, k, d): rows of B_i'
+    A = np.einsum("nkd,nld->nkl", Bt, Bt)
+    eig = np.linalg.eigvalsh(A)
+    tr = np.trace(A, axis1=1, axis2=2)
+    singular = eig[:, 0] <= rcond * np.maximum(eig[:, -1], np.finfo(float).tiny)
+    if singular.any():
+        A[singular] += (w_reg * np.maximum(tr[singular], np.finfo(float).tiny))[:, None, None] * np.eye(k)
+    w = np.linalg.solve(A, np.ones((n, k, 1)))[..., 0]
+    s = w.sum(axis=1, keepdims=True)
+    bad = ~np.isfinite(w).all(axis=1) | (np.abs(s[:, 0]) < 1e-300) | (tr <= 0)
+    w = np.divide(w, s, out=np.full_like(w, 1.0 / k), where=~bad[:, None])
+    w[bad] = 1.0 / k
+    return w
+
+
+def weight_matrix(nbrs: np.ndarray, w: np.ndarray, n: int) -> sparse.csr_matrix:
+    rows = np.repeat(np.arange(n), nbrs.shape[1])
+    return sparse.csr_matrix((w.ravel(), (rows, nbrs.ravel())), shape=(n, n))
+
+
+# ---------------------------------------------------------------------------------- Q (Eq. 16)
+def q_update(Zbar: np.ndarray, Y: np.ndarray, Q_prev: np.ndarray | None, method: str = "procrustes",
+             max_inner: int = 20, tol: float = 1e-9) -> np.ndarray:
+    """Update Q^v (d_v x d) for one view; see the module docstring for the two methods."""
+    d_v, d = Zbar.shape[1], Y.shape[1]
+    M = Zbar.T @ Y  # d_v x d
+    if method == "paper":
+        C = Y.T @ Y
+        return polar(np.linalg.solve(C + 1e-12 * np.trace(C) * np.eye(d), M.T).T)
+    if method != "procrustes":
+        raise ValueError(f"q_update must be 'procrustes' or 'paper', got {method!r}")
+    if d_v >= d:
+        return polar(M)
+    # orthonormal rows: minimise tr(Q C Q') - 2 tr(Q' M) over Q Q' = I by generalised power iteration
+    C = Y.T @ Y
+    alpha = np.linalg.eigvalsh(C)[-1]
+    Q = polar(M) if Q_prev is None else Q_prev
+    f_old = np.sum((Q @ C) * Q) - 2.0 * np.sum(Q * M)
+    for _ in range(max_inner):
+        QC = Q @ C
+        Q = polar(M + alpha * Q - QC)
+        f = np.sum((Q @ C) * Q) - 2.0 * np.sum(Q * M)
+        if f_old - f <= tol * (abs(f) + 1.0):
+            break
+        f_old = f
+    return Q
+
+
+# ---------------------------------------------------------------------------------- Y (Eq. 25)
+def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float, eta: float,
+                   max_iter: int = 500, tol: float = 1e-8) -> np.ndarray:
+    """Exact minimiser of Eq. 6 over Y: solves ``Y A + 2 lam M Y + 2 eta n Y = sum_v Zbar^v Q^v``,
+    ``A = sum_v Q^v'Q^v``, ``M = (I - W)'(I - W)``, by conjugate gradients (warm-started at ``Y0``)."""
+    n, d = Y0.shape
+    A = sum(Q.T @ Q for Q in Qs) + 2.0 * eta * n * np.eye(d)
+    IW = sparse.identity(n, format="csr") - Wm
+    IWt = IW.T.tocsr()
+
+    def op(Y):
+        return Y @ A + 2.0 * lam * (IWt @ (IW @ Y))
+
+    rhs = sum(Z @ Q for Z, Q in zip(Zbars, Qs, strict=True))
+    Y = Y0.copy()
+    R = rhs - op(Y)
+    P = R.copy()
+    rr = np.sum(R * R)
+    stop = tol * tol * max(np.sum(rhs * rhs), np.finfo(float).tiny)
+    for _ in range(max_iter):
+        if rr <= stop:
+            break
+        AP = op(P)
+        alpha = rr / np.sum(P * AP)
+        Y += alpha * P
+        R -= alpha * AP
+        rr_new = np.sum(R * R)
+        P = R + (rr_new / rr) * P
+        rr = rr_new
+    return Y
+
+
+def y_update_jacobi(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, eta: float) -> np.ndarray:
+    """Eq. 25 as printed: neighbours ``y_ij`` taken from the current ``Y``."""
+    n, d = Y.shape
+    A = sum(Q.T @ Q for Q in Qs) + 2.0 * (lam + eta * n) * np.eye(d)
+    rhs = sum(Z @ Q for Z, Q in zip(Zbars, Qs, strict=True)) + 2.0 * lam * (Wm @ Y)
+    return np.linalg.solve(A, rhs.T).T
+
+
+# ---------------------------------------------------------------------------------- objective
+def cle_objective(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, eta: float) -> float:
+    """Eq. 6."""
+    n = Y.shape[0]
+    rec = sum(np.sum((Z - Y @ Q.T) ** 2) for Z, Q in zip(Zbars, Qs, strict=True)) / (2.0 * n)
+    loc = lam / n * np.sum((Y - Wm @ Y) ** 2)
+    return float(rec + loc + eta * np.sum(Y * Y))
+
+
+def complement(Z: np.ndarray, observed: np.ndarray, nbrs: np.ndarray, w: np.ndarray, how: str = "lle") -> np.ndarray:
+    """Eq. 5: rows of ``Z`` whose modality is missing become ``sum_j W_ij z_j`` (their neighbours are
+    paired objects, so ``z_j`` exists); ``how="zero"`` fills them with zeros (DMH-ZERO)."""
+    Zbar = Z.copy()
+    missing = ~observed
+    if not missing.any():
+        return Zbar
+    if how == "zero":
+        Zbar[missing] = 0.0
+    elif how == "lle":
+        Zbar[missing] = np.einsum("nk,nkd->nd", w[missing], Z[nbrs[missing]])
+    else:
+        raise ValueError(f"complement must be 'lle' or 'zero', got {how!r}")
+    return Zbar
+
+
+# ---------------------------------------------------------------------------------- driver
+@dataclass
+class CLEResult:
+    Y: np.ndarray
+    Qs: list
+    nbrs: np.ndarray
+    W: np.ndarray
+    Zbars: list
+    objective: list = field(default_factory=list)
+    n_iter: int = 0
+    converged: bool = False
+
+
+def find_neighbours(Zs, masks, k: int, pool: int) -> np.ndarray:
+    """Global neighbour table (n x k) of every object; all neighbours are paired objects."""
+    paired = masks[0] & masks[1]
+    P = np.flatnonzero(paired)
+    n_m = P.size
+    if n_m < 2:
+        raise ValueError(f"CLE needs at least 2 paired objects, got {n_m}")
+    k = min(k, n_m - 1)
+    n = paired.size
+    nbrs = np.empty((n, k), dtype=np.int64)
+    nbrs[P] = P[paired_neighbours(Zs[0][P], Zs[1][P], k, pool)]
+    for v in (0, 1):
+        only = np.flatnonzero(masks[v] & ~paired)
+        if only.size:
+            nbrs[only] = P[unpaired_neighbours(Zs[v][only], Zs[v][P], k)]
+    return nbrs
+
+
+def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float = 0.01,
+            max_iter: int = 30, tol: float = 1e-4, complement_how: str = "lle",
+            q_method: str = "procrustes", y_method: str = "exact", w_reg: float = 1e-3,
+            neighbour_pool: int = 30, rng: np.random.Generator | None = None,
+            Y_init: np.ndarray | None = None, nbrs: np.ndarray | None = None) -> CLEResult:
+    """Algorithm 1. ``Zs``: the two description matrices (n x d_v; missing rows are ignored),
+    ``masks``: their observed masks. Returns Y and the fitted state with the objective history."""
+    rng = np.random.default_rng(rng)
+    n = masks[0].size
+    if nbrs is None:
+        nbrs = find_neighbours(Zs, masks, k, neighbour_pool)
+    k = nbrs.shape[1]
+    # Algorithm 1 initialisation: random Y, uniform W, missing descriptions complemented with zeros
+    Y = rng.standard_normal((n, d)) / np.sqrt(d) if Y_init is None else Y_init.copy()
+    w = np.full((n, k), 1.0 / k)
+    Zbars = [complement(Z, m, nbrs, w, "zero") for Z, m in zip(Zs, masks, strict=True)]
+    Qs = [None, None]
+    history = []
+    converged = False
+    change = np.inf
+    it = 0
+    for it in range(1, max_iter + 1):
+        Qs = [q_update(Zb, Y, Qp, q_method) for Zb, Qp in zip(Zbars, Qs, strict=True)]
+        w = lle_weights(Y, nbrs, w_reg=w_reg)
+        Wm = weight_matrix(nbrs, w, n)
+        Zbars = [complement(Z, m, nbrs, w, complement_how) for Z, m in zip(Zs, masks, strict=True)]
+        if y_method == "exact":
+            Y = y_update_exact(Zbars, Qs, Wm, Y, lam, eta)
+        elif y_method == "jacobi":
+            Y = y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
+        else:
+            raise ValueError(f"y_update must be 'exact' or 'jacobi', got {y_method!r}")
+        history.append(cle_objective(Zbars, Qs, Wm, Y, lam, eta))
+        # Eq. 6 is invariant to (Y, Q^v) -> (Y R, Q^v R) for any rotation R, so Y itself is only
+        # defined up to rotation; convergence is judged on the objective (what S^Y sees, Y Y', is
+        # rotation invariant too).
+        if len(history) > 1:
+            change = abs(history[-2] - history[-1]) / max(abs(history[-2]), np.finfo(float).tiny)
+            if change < tol:
+                converged = True
+                break
+    if not converged:
+        warnings.warn(
+            f"CLE did not converge in {max_iter} iterations (relative change of the objective "
+            f"{change:.2e} > tol {tol:g})",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return CLEResult(Y=Y, Qs=Qs, nbrs=nbrs, W=w, Zbars=Zbars, objective=history, n_iter=it, converged=converged)
+
+
+def scale_view(Z: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Centre a view on its observed rows and scale it so their mean squared row norm is one, so
+    that neither view dominates the reconstruction term of Eq. 6 by its units alone."""
+    Z = np.asarray(Z, dtype=np.float64)
+    obs = Z[observed]
+    mu = obs.mean(axis=0)
+    scale = np.sqrt(np.mean(np.sum((obs - mu) ** 2, axis=1)))
+    out = (Z - mu) / (scale if scale > 0 else 1.0)
+    out[~observed] = 0.0
+    return out

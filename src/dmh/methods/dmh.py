@@ -1,0 +1,282 @@
+"""Deep Manifold Hashing (Shi et al.): CLE -> GBE -> DAM, alternated for ``n_rounds`` rounds.
+
+See ``docs/method.md`` for every choice made where the paper is silent, and the module docstrings
+of :mod:`dmh.methods.cle`, :mod:`dmh.methods.gbe` and :mod:`dmh.methods.dam` for the details.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..base import BaseHasher
+from ..data import CrossModalData
+from . import cle as cle_mod
+
+__all__ = ["DMH"]
+
+
+class DMH(BaseHasher):
+    """Deep Manifold Hashing for semi-paired, unlabeled image-text data.
+
+    Parameters (paper defaults in brackets)
+    ----------
+    n_bits : int
+        Code length ``c``.
+    d : int [512]
+        Dimension of the modality-invariant features Y (CLE).
+    k : int [3]
+        Neighbours per object in CLE.
+    lambda_ : float [0.1]
+        Weight of the local-consistency term of Eq. 6.
+    eta : float [0.01]
+        Weight of the ``||Y||^2`` regulariser of Eq. 6.
+    gamma : float [0.01]
+        Weight of the quantisation loss of Eq. 11 (see ``quantization``).
+    n_rounds : int [3]
+        Outer rounds of CLE -> GBE -> DAM (the paper reports stability after 3).
+    hidden_size : int [4096]
+        Width of the hidden layer of imgNet and txtNet; it becomes ``z^v`` for the next CLE round.
+    image_lr, text_lr : float [10**-4.5, 10**-3.5]
+        Adam learning rates of imgNet and txtNet.
+    batch_size : int [128]
+        Mini-batch size of DAM.
+    dam_epochs : int
+        Passes over the data per network and round (the paper gives no number).
+    complement : {"lle", "zero"}
+        Complement missing descriptions by Eq. 5 (DMH) or with zeros (DMH-ZERO ablation).
+    binary_embedding : {"gbe", "pca"}
+        GBE (DMH) or sign of the top principal components of Y (DMH-PCA ablation).
+    refresh_features : bool
+        Refresh ``z^v`` from the DAM hidden layers after each round (DMH); False keeps the input
+        features (DMH-FIX ablation).
+    similarity : {"clip", "shift", "raw"}
+        How S^Y (Eq. 7) stays a distribution when inner products are negative (default "clip").
+    quantization : {"mean", "sum"}
+        Scale of the quantisation term: per object (default) or summed as printed in Eq. 11.
+    q_update : {"procrustes", "paper"}; y_update : {"exact", "jacobi"}
+        CLE update rules (see :mod:`dmh.methods.cle`).
+    gbe_init : {"pca", "random"}
+        Initial relaxed codes of the first round; later rounds warm-start from the previous one.
+    cle_max_iter, cle_tol, gbe_max_iter, gbe_tol, gbe_lr, neighbour_pool, w_reg, chunk_size
+        Solver settings.
+    random_state : int, Generator or None
+        Same seed, same codes (on the same machine and thread count).
+    verbose : bool
+        Show progress bars and per-stage timings.
+    """
+
+    method_name = "dmh"
+    uses_unpaired = True
+    min_paired = 2
+
+    def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
+                 hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
+                 complement="lle", binary_embedding="gbe", refresh_features=True, similarity="clip",
+                 quantization="mean", q_update="procrustes", y_update="exact", gbe_init="pca",
+                 cle_max_iter=50, cle_tol=1e-5, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
+                 neighbour_pool=30, w_reg=1e-3, chunk_size=1024, random_state=None, verbose=False):
+        self.n_bits = n_bits
+        self.d = d
+        self.k = k
+        self.lambda_ = lambda_
+        self.eta = eta
+        self.gamma = gamma
+        self.n_rounds = n_rounds
+        self.hidden_size = hidden_size
+        self.image_lr = image_lr
+        self.text_lr = text_lr
+        self.batch_size = batch_size
+        self.dam_epochs = dam_epochs
+        self.complement = complement
+        self.binary_embedding = binary_embedding
+        self.refresh_features = refresh_features
+        self.similarity = similarity
+        self.quantization = quantization
+        self.q_update = q_update
+        self.y_update = y_update
+        self.gbe_init = gbe_init
+        self.cle_max_iter = cle_max_iter
+        self.cle_tol = cle_tol
+        self.gbe_max_iter = gbe_max_iter
+        self.gbe_tol = gbe_tol
+        self.gbe_lr = gbe_lr
+        self.neighbour_pool = neighbour_pool
+        self.w_reg = w_reg
+        self.chunk_size = chunk_size
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self):
+        choices = {
+            "complement": ("lle", "zero"),
+            "binary_embedding": ("gbe", "pca"),
+            "similarity": ("clip", "shift", "raw"),
+            "quantization": ("mean", "sum"),
+            "q_update": ("procrustes", "paper"),
+            "y_update": ("exact", "jacobi"),
+            "gbe_init": ("pca", "random"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
+                     "neighbour_pool", "chunk_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.dam_epochs, bool) or not isinstance(self.dam_epochs, (int, np.integer)) or self.dam_epochs < 0:
+            raise ValueError(f"dam_epochs must be a non-negative integer, got {self.dam_epochs!r}")
+        for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
+            if not np.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be a finite non-negative number, got {getattr(self, name)!r}")
+        for name in ("image_lr", "text_lr", "gbe_lr"):
+            if not np.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+
+    # ------------------------------------------------------------------ fitting
+    def _fit(self, data: CrossModalData) -> None:
+        import torch
+
+        from . import dam, gbe
+
+        self._check_params()
+        rng = np.random.default_rng(self.random_state)
+        torch_seed = int(rng.integers(2**62))
+        gen = torch.Generator().manual_seed(torch_seed)
+        masks = [data.image_mask, data.text_mask]
+        modalities = ("image", "text")
+        X = {}
+        self.scalers_ = {}
+        for m, mask, raw in zip(modalities, masks, (data.image, data.text), strict=True):
+            mu = raw[mask].mean(0)
+            sd = raw[mask].std(0)
+            sd[sd < 1e-12] = 1.0
+            self.scalers_[m] = (mu, sd)
+            X[m] = (raw - mu) / sd
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(torch_seed)
+            nets = {m: dam.make_net(m, X[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
+        Zs = [X["image"], X["text"]]
+        history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
+        opts = {"image": None, "text": None}
+        lrs = {"image": self.image_lr, "text": self.text_lr}
+        H_relaxed = None
+        nbrs = None
+        Y = None
+        H = None
+        rounds = range(self.n_rounds)
+        bar = None
+        if self.verbose:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.n_rounds * 3, desc="DMH", unit="stage", leave=False)
+        for r in rounds:
+            t = {}
+            if r == 0 or self.refresh_features:
+                t0 = time.perf_counter()
+                views = [cle_mod.scale_view(Z, m) for Z, m in zip(Zs, masks, strict=True)]
+                if r > 0 and not self.refresh_features:
+                    nbrs_r = nbrs
+                else:
+                    nbrs_r = None
+                res = cle_mod.fit_cle(
+                    views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
+                    max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
+                    q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
+                    neighbour_pool=self.neighbour_pool, rng=rng, nbrs=nbrs_r,
+                )
+                nbrs, Y = res.nbrs, res.Y
+                history["cle"].append(res.objective)
+                t["cle"] = time.perf_counter() - t0
+                if bar:
+                    bar.update(1)
+                t0 = time.perf_counter()
+                if self.binary_embedding == "gbe":
+                    g = gbe.fit_gbe(
+                        Y, self.n_bits_, gamma=self.gamma, similarity=self.similarity,
+                        quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
+                        lr=self.gbe_lr, max_iter=self.gbe_max_iter, tol=self.gbe_tol,
+                        chunk_size=self.chunk_size, rng=rng,
+                    )
+                    H, H_relaxed = g.codes, g.relaxed
+                    history["gbe"].append(g.loss)
+                else:
+                    H = pca_codes(Y, self.n_bits_)
+                    history["gbe"].append([])
+                t["gbe"] = time.perf_counter() - t0
+                if bar:
+                    bar.update(1)
+            else:
+                history["cle"].append([])
+                history["gbe"].append([])
+                if bar:
+                    bar.update(2)
+            t0 = time.perf_counter()
+            for m, mask in zip(modalities, masks, strict=True):
+                losses, opts[m] = dam.train_net(
+                    nets[m], X[m][mask], H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
+                    batch_size=self.batch_size, generator=gen, optimizer=opts[m],
+                )
+                history[f"dam_{m}"].append(losses)
+            if self.refresh_features and r + 1 < self.n_rounds:
+                for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
+                    Z = np.zeros((mask.size, self.hidden_size))
+                    Z[mask] = dam.net_outputs(nets[m], X[m][mask], features=True)
+                    Zs[i] = Z
+            t["dam"] = time.perf_counter() - t0
+            history["time"].append(t)
+            if bar:
+                bar.update(1)
+                bar.set_postfix({k: f"{v:.1f}s" for k, v in t.items()})
+        if bar:
+            bar.close()
+        self.nets_ = nets
+        self.codes_ = H
+        self.features_ = Y
+        self.history_ = history
+        self.n_iter_ = self.n_rounds
+
+    # ------------------------------------------------------------------ encoding
+    def _project(self, X, modality):
+        from . import dam
+
+        mu, sd = self.scalers_[modality]
+        return dam.net_outputs(self.nets_[modality], (X - mu) / sd)
+
+    # ------------------------------------------------------------------ persistence
+    def _get_state(self):
+        state = {}
+        for m, net in self.nets_.items():
+            for key, value in net.state_dict().items():
+                state[f"{m}_net.{key}"] = value.detach().cpu().numpy()
+            state[f"{m}_mean"], state[f"{m}_scale"] = self.scalers_[m]
+        return state
+
+    def _set_state(self, state):
+        import torch
+
+        from . import dam
+
+        self.scalers_ = {m: (state[f"{m}_mean"], state[f"{m}_scale"]) for m in ("image", "text")}
+        self.nets_ = {}
+        for m in ("image", "text"):
+            net = dam.make_net(m, self.n_features_[m], self.n_bits_, (self.hidden_size,))
+            prefix = f"{m}_net."
+            sd = {k[len(prefix):]: torch.as_tensor(v) for k, v in state.items() if k.startswith(prefix)}
+            net.load_state_dict(sd)
+            net.eval()
+            self.nets_[m] = net
+
+
+def pca_codes(Y: np.ndarray, n_bits: int) -> np.ndarray:
+    """DMH-PCA: sign of the projections of centred Y on its top ``n_bits`` principal directions
+    (directions beyond the rank of Y give constant bits)."""
+    Yc = Y - Y.mean(0)
+    _, _, Vt = np.linalg.svd(Yc, full_matrices=False)
+    P = np.zeros((Y.shape[1], n_bits))
+    r = min(n_bits, Vt.shape[0])
+    P[:, :r] = Vt[:r].T
+    return np.where(Yc @ P > 0, 1, -1).astype(np.int8)
