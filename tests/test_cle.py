@@ -1,0 +1,154 @@
+"""CLE (Algorithm 1): each update checked against its definition (Eq. 6)."""
+
+import numpy as np
+import pytest
+
+from dmh.methods import cle
+
+
+def _problem(n=60, d1=14, d2=11, frac_paired=0.6, seed=0):
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n, 5))
+    Z1 = base @ rng.normal(size=(5, d1)) + 0.1 * rng.normal(size=(n, d1))
+    Z2 = base @ rng.normal(size=(5, d2)) + 0.1 * rng.normal(size=(n, d2))
+    n_m = int(frac_paired * n)
+    m1 = np.ones(n, bool)
+    m2 = np.ones(n, bool)
+    half = (n - n_m) // 2
+    m2[n_m : n_m + half] = False  # image-only
+    m1[n_m + half :] = False  # text-only
+    Zs = [cle.scale_view(Z1, m1), cle.scale_view(Z2, m2)]
+    return Zs, [m1, m2], rng
+
+
+def _state(Zs, masks, rng, d=6, k=3):
+    n = masks[0].size
+    nbrs = cle.find_neighbours(Zs, masks, k, pool=10)
+    Y = rng.normal(size=(n, d))
+    w = cle.lle_weights(Y, nbrs)
+    Zbars = [cle.complement(Z, m, nbrs, w) for Z, m in zip(Zs, masks)]
+    Qs = [cle.q_update(Zb, Y, None) for Zb in Zbars]
+    return nbrs, Y, w, Zbars, Qs
+
+
+@pytest.mark.parametrize("d", [6, 20])  # 20 > d_v: orthonormal rows (the Wikipedia-text case)
+def test_q_update_satisfies_constraint_and_does_not_increase_objective(d):
+    Zs, masks, rng = _problem()
+    nbrs, Y, w, Zbars, _ = _state(Zs, masks, rng, d=d)
+    Wm = cle.weight_matrix(nbrs, w, Y.shape[0])
+    for Zb in Zbars:
+        d_v = Zb.shape[1]
+        Q0 = cle.polar(rng.normal(size=(d_v, d)))
+        Q1 = cle.q_update(Zb, Y, Q0)
+        gram = Q1.T @ Q1 if d_v >= d else Q1 @ Q1.T
+        assert np.allclose(gram, np.eye(min(d_v, d)), atol=1e-10)
+        f = lambda Q: np.sum((Zb - Y @ Q.T) ** 2)  # noqa: E731
+        assert f(Q1) <= f(Q0) + 1e-9
+        if d_v >= d:  # Procrustes is the exact minimiser: no random feasible Q does better
+            for _ in range(20):
+                assert f(Q1) <= f(cle.polar(rng.normal(size=(d_v, d)))) + 1e-9
+    Qs = [cle.q_update(Zb, Y, None) for Zb in Zbars]
+    assert np.isfinite(cle.cle_objective(Zbars, Qs, Wm, Y, 0.1, 0.01))
+
+
+def test_w_rows_sum_to_one_and_w_update_minimises_local_term():
+    Zs, masks, rng = _problem()
+    nbrs, Y, _, _, _ = _state(Zs, masks, rng)
+    w = cle.lle_weights(Y, nbrs)
+    assert np.allclose(w.sum(1), 1.0)
+    n = Y.shape[0]
+    loc = lambda w_: np.sum((Y - cle.weight_matrix(nbrs, w_, n) @ Y) ** 2)  # noqa: E731
+    for _ in range(10):  # any other weights summing to one do no better
+        other = rng.normal(size=w.shape)
+        other /= other.sum(1, keepdims=True)
+        assert loc(w) <= loc(other) + 1e-9
+    assert loc(w) <= loc(np.full_like(w, 1.0 / w.shape[1])) + 1e-12
+
+
+def test_w_is_regularised_when_singular():
+    Y = np.zeros((4, 3))
+    Y[1] = Y[2] = [1.0, 0, 0]  # two identical neighbours: A_0 is singular
+    Y[3] = [0, 1.0, 0]
+    nbrs = np.array([[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]])
+    w = cle.lle_weights(Y, nbrs)
+    assert np.isfinite(w).all() and np.allclose(w.sum(1), 1.0)
+    assert np.isclose(w[0, 0], w[0, 1])  # the two identical neighbours share their weight
+
+
+@pytest.mark.parametrize("d", [6, 20])
+def test_exact_y_update_is_the_minimiser(d):
+    Zs, masks, rng = _problem()
+    nbrs, Y, w, Zbars, Qs = _state(Zs, masks, rng, d=d)
+    Wm = cle.weight_matrix(nbrs, w, Y.shape[0])
+    Y1 = cle.y_update_exact(Zbars, Qs, Wm, Y, 0.1, 0.01)
+    f = lambda Y_: cle.cle_objective(Zbars, Qs, Wm, Y_, 0.1, 0.01)  # noqa: E731
+    assert f(Y1) <= f(Y) + 1e-12
+    for _ in range(5):  # a local perturbation never helps
+        assert f(Y1) <= f(Y1 + 1e-3 * rng.normal(size=Y1.shape)) + 1e-12
+    # gradient of Eq. 6 vanishes at the solution
+    n = Y.shape[0]
+    IW = np.eye(n) - Wm.toarray()
+    grad = sum((Y1 @ Q.T - Z) @ Q for Z, Q in zip(Zbars, Qs)) / n + 2 * 0.1 / n * IW.T @ IW @ Y1 + 2 * 0.01 * Y1
+    assert np.abs(grad).max() < 1e-7
+
+
+def test_jacobi_update_matches_eq25():
+    Zs, masks, rng = _problem()
+    nbrs, Y, w, Zbars, Qs = _state(Zs, masks, rng)
+    n = Y.shape[0]
+    Wm = cle.weight_matrix(nbrs, w, n)
+    lam, eta = 0.1, 0.01
+    Y1 = cle.y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
+    i = 7
+    lhs = sum(Q.T @ Zb[i] for Zb, Q in zip(Zbars, Qs)) + 2 * lam * (w[i] @ Y[nbrs[i]])
+    M = sum(Q.T @ Q for Q in Qs) + 2 * (lam + eta * n) * np.eye(Y.shape[1])
+    assert np.allclose(Y1[i], np.linalg.solve(M, lhs))
+
+
+def test_complement_fills_exactly_the_missing_rows():
+    Zs, masks, rng = _problem()
+    nbrs, Y, w, _, _ = _state(Zs, masks, rng)
+    for Z, m in zip(Zs, masks):
+        Zb = cle.complement(Z, m, nbrs, w)
+        assert np.array_equal(Zb[m], Z[m])  # observed rows untouched
+        miss = np.flatnonzero(~m)
+        assert miss.size > 0
+        for i in miss:
+            assert m[nbrs[i]].all()  # neighbours are paired objects, so z_j exists
+            assert np.allclose(Zb[i], w[i] @ Z[nbrs[i]])
+        Z0 = cle.complement(Z, m, nbrs, w, "zero")
+        assert np.all(Z0[~m] == 0) and np.array_equal(Z0[m], Z[m])
+
+
+def test_neighbours_follow_the_paper():
+    Zs, masks, _ = _problem()
+    nbrs = cle.find_neighbours(Zs, masks, 3, pool=10)
+    paired = masks[0] & masks[1]
+    assert paired[nbrs].all()  # every neighbour is a paired object
+    P = np.flatnonzero(paired)
+    assert all(i not in nbrs[i] for i in P)  # never itself
+    # an image-only object's neighbours are its nearest paired objects in the image space
+    i = np.flatnonzero(masks[0] & ~masks[1])[0]
+    dist = np.linalg.norm(Zs[0][P] - Zs[0][i], axis=1)
+    assert set(nbrs[i]) == set(P[np.argsort(dist)[:3]])
+    # a paired object: if its intersection is big enough, all neighbours are in both top lists
+    p = P[0]
+    d1 = np.argsort(np.linalg.norm(Zs[0][P] - Zs[0][p], axis=1))[1:11]
+    d2 = np.argsort(np.linalg.norm(Zs[1][P] - Zs[1][p], axis=1))[1:11]
+    common = set(P[d1]) & set(P[d2])
+    if len(common) >= 3:
+        assert set(nbrs[p]) <= common
+
+
+def test_fit_cle_records_objective_and_each_step_descends():
+    Zs, masks, rng = _problem()
+    res = cle.fit_cle(Zs, masks, d=6, k=3, max_iter=15, tol=1e-12, rng=0)
+    assert len(res.objective) == res.n_iter and np.isfinite(res.objective).all()
+    # without missing modalities the complement step is inert, so the whole iteration descends
+    full = [np.ones(50, bool), np.ones(50, bool)]
+    rng = np.random.default_rng(0)
+    Zf = [cle.scale_view(rng.normal(size=(50, 8)), full[0]), cle.scale_view(rng.normal(size=(50, 7)), full[1])]
+    with pytest.warns(Warning):
+        r2 = cle.fit_cle(Zf, full, d=5, k=3, max_iter=10, tol=0.0, rng=0)
+    obj = np.array(r2.objective)
+    assert np.all(np.diff(obj) <= 1e-10 * np.abs(obj[:-1]))

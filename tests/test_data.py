@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+
+from dmh import CrossModalData, make_semi_paired
+from dmh.data import random_split
+
+
+def test_masks_are_explicit_and_missing_rows_zeroed():
+    img = np.arange(12, dtype=float).reshape(4, 3)
+    txt = np.ones((4, 2))
+    txt[1] = np.nan  # allowed: row 1 has no text, so it is never read
+    d = CrossModalData(image=img, text=txt, text_mask=[True, False, True, True])
+    assert d.n_paired == 3 and d.n_image_only == 1 and d.n_text_only == 0
+    assert np.all(d.text[1] == 0)
+    assert d.view("text").shape == (3, 2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(image=np.ones((3, 2)), text=np.ones((4, 2))), "text has 4 rows, expected 3"),
+        (dict(image=np.ones(3), text=np.ones((3, 2))), "image must be a 2-D array"),
+        (dict(image=np.array([[1.0, np.nan]] * 3), text=np.ones((3, 2))), "NaN"),
+        (dict(image=np.ones((3, 2)), text=np.ones((3, 2)), labels=np.ones(4)), "labels must be"),
+        (dict(image=np.ones((3, 2)), text=np.ones((3, 2)), image_mask=[1, 0, 1], text_mask=[1, 0, 1]),
+         "neither an image nor a text"),
+        (dict(image=np.ones((3, 2)), text=np.ones((3, 2)), query_idx=[0, 5]), "outside"),
+        (dict(image=np.array([["a", "b"]] * 3), text=np.ones((3, 2))), "numeric"),
+    ],
+)
+def test_bad_input_names_the_problem(kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        CrossModalData(**kwargs)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.1, 0.5, 0.93, 1.0])
+def test_semi_pairing_keeps_exactly_the_requested_pairs(toy_data, ratio):
+    train = toy_data.train()
+    n = train.n_objects
+    sp = make_semi_paired(train, ratio, random_state=3)
+    n_m = int(round(ratio * n))
+    assert sp.n_paired == n_m
+    assert sp.n_image_only == sp.n_text_only == n - n_m
+    assert sp.n_objects == n_m + 2 * (n - n_m)
+    # paired objects keep their true correspondence and features
+    pm = sp.paired_mask
+    assert np.array_equal(sp.image_origin[pm], sp.text_origin[pm])
+    assert np.allclose(sp.image[pm], train.image[sp.image_origin[pm]])
+    assert np.allclose(sp.text[pm], train.text[sp.text_origin[pm]])
+    # every image and every text of the source is used exactly once
+    assert np.array_equal(np.sort(sp.image_origin[sp.image_mask]), np.arange(n))
+    assert np.array_equal(np.sort(sp.text_origin[sp.text_mask]), np.arange(n))
+    # the paper's order: paired, then image-only, then text-only
+    assert pm[:n_m].all() and not pm[n_m:].any()
+    assert sp.image_mask[n_m : n_m + n - n_m].all() and sp.text_mask[n_m + n - n_m :].all()
+    # labels follow their modality
+    img_only = sp.image_mask & ~sp.text_mask
+    assert np.array_equal(sp.labels[img_only], train.labels[sp.image_origin[img_only]])
+
+
+def test_semi_pairing_is_seeded(toy_data):
+    a = make_semi_paired(toy_data.train(), 0.5, random_state=1)
+    b = make_semi_paired(toy_data.train(), 0.5, random_state=1)
+    c = make_semi_paired(toy_data.train(), 0.5, random_state=2)
+    assert np.array_equal(a.image_origin, b.image_origin) and np.array_equal(a.text_origin, b.text_origin)
+    assert not np.array_equal(a.text_origin, c.text_origin)
+
+
+def test_semi_pairing_rejects_bad_input(toy_data):
+    with pytest.raises(ValueError, match="paired_ratio"):
+        make_semi_paired(toy_data, 1.5)
+    sp = make_semi_paired(toy_data.train(), 0.5, random_state=0)
+    with pytest.raises(ValueError, match="fully paired"):
+        make_semi_paired(sp, 0.5)
+
+
+def test_random_split_sizes_and_disjointness():
+    train, query, db = random_split(1000, query_size=100, train_size=500, random_state=0)
+    assert query.size == 100 and db.size == 900 and train.size == 500
+    assert not set(query) & set(db)
+    assert set(train) <= set(db)
+
+
+def test_subset_and_splits(toy_data):
+    q = toy_data.query()
+    assert q.n_objects == 40 and q.labels.shape == (40,)
+    assert toy_data.label_matrix().shape == (120, 4)

@@ -1,0 +1,95 @@
+"""GBE (Algorithm 2): the blockwise loss and gradient against dense autograd references."""
+
+import numpy as np
+import pytest
+import torch
+
+from dmh.methods import gbe
+
+
+def _setup(n=40, d=7, c=6, seed=0, kind="clip", chunk=1024, cache=2**30):
+    g = torch.Generator().manual_seed(seed)
+    Y = torch.randn(n, d, generator=g, dtype=torch.float64) + 0.3
+    H = torch.randn(n, c, generator=g, dtype=torch.float64)
+    S = gbe.PairSimilarity(Y, kind, chunk_size=chunk, cache_bytes=cache)
+    return Y, H, S
+
+
+def _dense_p(Y, kind):
+    G = Y @ Y.T
+    n = Y.shape[0]
+    off = ~torch.eye(n, dtype=torch.bool)
+    if kind == "clip":
+        G = G.clamp(min=0)
+    elif kind == "shift":
+        G = G - G[off].min()
+    G = G.masked_fill(~off, 0.0)
+    return G / G.sum()
+
+
+@pytest.mark.parametrize("kind", ["clip", "shift"])
+@pytest.mark.parametrize("quantization", ["mean", "sum"])
+def test_gradient_equals_autograd_of_the_loss(kind, quantization):
+    Y, H, S = _setup(kind=kind)
+    P = _dense_p(Y, kind)
+    assert torch.allclose(S.cache, P)
+    assert abs(float(P.sum()) - 1.0) < 1e-12 and float(P.min()) >= 0
+    Hr = H.clone().requires_grad_()
+    ref = gbe.gbe_loss_dense(Hr, P, gamma=0.3, quantization=quantization)
+    ref.backward()
+    loss, grad = gbe.gbe_loss_and_grad(H, S, gamma=0.3, quantization=quantization, chunk_size=7)
+    assert abs(loss - float(ref)) < 1e-10
+    assert torch.allclose(grad, Hr.grad, atol=1e-12, rtol=1e-9)
+
+
+def test_kl_part_is_eq26():
+    Y, H, S = _setup()
+    P = S.cache
+    _, grad = gbe.gbe_loss_and_grad(H, S, gamma=0.0)
+    n = H.shape[0]
+    D = 0.25 * torch.cdist(H, H) ** 2
+    K = 1 / (1 + D)
+    K.fill_diagonal_(0)
+    Q = K / K.sum()
+    i = 5
+    eq26 = sum((P[i, j] - Q[i, j]) * K[i, j] * (H[i] - H[j]) for j in range(n) if j != i)
+    assert torch.allclose(grad[i], eq26, atol=1e-12)
+
+
+def test_chunked_and_unchunked_agree_with_and_without_cache():
+    Y, H, S_full = _setup(n=53, chunk=1000)
+    _, _, S_nocache = _setup(n=53, chunk=5, cache=0)
+    assert S_nocache.cache is None
+    l1, g1 = gbe.gbe_loss_and_grad(H, S_full, 0.1, chunk_size=1000)
+    l2, g2 = gbe.gbe_loss_and_grad(H, S_nocache, 0.1, chunk_size=4)
+    assert abs(l1 - l2) < 1e-10 and torch.allclose(g1, g2, atol=1e-13)
+
+
+def test_raw_similarity_refuses_negative_inner_products():
+    Y = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    with pytest.raises(ValueError, match="negative"):
+        gbe.PairSimilarity(Y, "raw")
+    with pytest.raises(ValueError, match="similarity must be"):
+        gbe.PairSimilarity(Y, "cosine")
+
+
+def test_fit_gbe_lowers_the_loss_and_is_deterministic():
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(3, 10)) * 3
+    Y = centers[np.repeat(np.arange(3), 20)] + rng.normal(size=(60, 10))
+    a = gbe.fit_gbe(Y, 8, max_iter=60, check_every=5, rng=1, dtype=torch.float64)
+    b = gbe.fit_gbe(Y, 8, max_iter=60, check_every=5, rng=1, dtype=torch.float64)
+    assert np.array_equal(a.codes, b.codes)
+    assert set(np.unique(a.codes)) <= {-1, 1} and a.codes.shape == (60, 8)
+    first, last = a.loss[0][1], a.loss[-1][1]
+    assert last < first
+    # objects of the same cluster end up closer in Hamming space than objects of different ones
+    y = np.repeat(np.arange(3), 20)
+    ham = (8 - a.codes.astype(int) @ a.codes.T.astype(int)) / 2
+    same = ham[y[:, None] == y[None, :]].mean()
+    diff = ham[y[:, None] != y[None, :]].mean()
+    assert same < diff
+
+
+def test_paper_sign_maps_zero_to_minus_one():
+    assert gbe.sign_pm1(torch.tensor([0.0, 1e-9, -2.0])).tolist() == [-1.0, 1.0, -1.0]

@@ -1,0 +1,120 @@
+import h5py
+import numpy as np
+import pytest
+import scipy.io as sio
+
+from dmh import CrossModalData, load_data, save_data
+from dmh.datasets import load_dataset
+
+from .conftest import WIKI, requires_file
+
+
+def _make(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    return CrossModalData(
+        image=rng.normal(size=(n, 5)), text=rng.normal(size=(n, 4)),
+        labels=rng.integers(0, 2, size=(n, 3)), text_mask=np.arange(n) % 5 != 0,
+        train_idx=np.arange(20), query_idx=np.arange(20, 30), database_idx=np.arange(20),
+    )
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".mat"])
+def test_generic_round_trip(tmp_path, suffix):
+    d = _make()
+    path = save_data(d, tmp_path / f"d{suffix}")
+    e = load_data(path)
+    for key in ("image", "text", "labels", "image_mask", "text_mask", "train_idx", "query_idx", "database_idx"):
+        assert np.array_equal(getattr(d, key), getattr(e, key)), key
+
+
+def test_class_id_labels_survive_mat_round_trip(tmp_path):
+    d = CrossModalData(image=np.ones((4, 2)), text=np.ones((4, 2)), labels=[0, 1, 2, 1])
+    e = load_data(save_data(d, tmp_path / "d.mat"))
+    assert np.array_equal(e.labels, [0, 1, 2, 1])
+
+
+def test_missing_split_gets_seeded_default(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", image=rng.normal(size=(50, 3)), text=rng.normal(size=(50, 2)))
+    a, b = load_data(tmp_path / "d.npz"), load_data(tmp_path / "d.npz")
+    assert a.query_idx.size == 10 and a.database_idx.size == 40 and a.train_idx.size == 40
+    assert np.array_equal(a.query_idx, b.query_idx)
+
+
+def test_v73_toolkit_layout(tmp_path):
+    rng = np.random.default_rng(1)
+    path = tmp_path / "kit.mat"
+    arrays = {"I_tr": rng.normal(size=(8, 3)), "T_tr": rng.normal(size=(8, 2)), "L_tr": np.eye(4)[rng.integers(0, 4, 8)],
+              "I_te": rng.normal(size=(4, 3)), "T_te": rng.normal(size=(4, 2)), "L_te": np.eye(4)[rng.integers(0, 4, 4)]}
+    with h5py.File(path, "w") as f:  # MATLAB v7.3 stores column-major: transposed on disk
+        for k, v in arrays.items():
+            f[k] = v.T
+    d = load_data(path)
+    assert d.image.shape == (12, 3) and d.labels.shape == (12, 4)
+    assert np.allclose(d.image[:8], arrays["I_tr"]) and np.allclose(d.text[8:], arrays["T_te"])
+    assert np.array_equal(d.query_idx, np.arange(8, 12)) and np.array_equal(d.database_idx, np.arange(8))
+
+
+def test_toolkit_with_database_part(tmp_path):
+    rng = np.random.default_rng(2)
+    parts = {}
+    for p, n in (("tr", 5), ("te", 3), ("db", 7)):
+        parts[f"I_{p}"], parts[f"T_{p}"] = rng.normal(size=(n, 3)), rng.normal(size=(n, 2))
+        parts[f"L_{p}"] = rng.integers(1, 4, size=(n, 1))
+    sio.savemat(tmp_path / "k.mat", parts)
+    d = load_data(tmp_path / "k.mat")
+    assert np.array_equal(d.database_idx, np.arange(8, 15)) and d.labels.shape == (15,)
+
+
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        ({"image": np.ones((3, 2))}, "lacks the key 'text'"),
+        ({"image": np.ones((3, 2)), "text": np.ones((3, 2)), "colour": np.ones(3)}, "unknown keys"),
+        ({"foo": np.ones(3)}, "neither the generic layout"),
+        ({"I_tr": np.ones((3, 2)), "T_tr": np.ones((3, 2))}, "lacks I_te and T_te"),
+        ({"image": np.ones((3, 2)), "text": np.ones((4, 2))}, "4 rows, expected 3"),
+    ],
+)
+def test_bad_files_give_clear_errors(tmp_path, arrays, message):
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises((KeyError, ValueError), match=message):
+        load_data(tmp_path / "bad.npz")
+
+
+def test_unknown_names_and_types(tmp_path):
+    with pytest.raises(FileNotFoundError, match="neither a built-in dataset"):
+        load_dataset("no-such-thing")
+    (tmp_path / "x.csv").write_text("1,2")
+    with pytest.raises(ValueError, match="unsupported data file type"):
+        load_data(tmp_path / "x.csv")
+
+
+def test_save_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "d.npz"
+    save_data(_make(), path)
+    before = path.read_bytes()
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(np, "savez_compressed", boom)
+    with pytest.raises(RuntimeError):
+        save_data(_make(seed=1), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["d.npz"]  # no temporary left behind
+
+
+def test_builtin_uci_digits():
+    d = load_dataset("uci-digits")
+    assert d.image.shape == (2000, 76) and d.text.shape == (2000, 64)
+    assert d.query_idx.size == 500 and d.database_idx.size == 1500
+    assert np.bincount(d.labels).tolist() == [200] * 10
+
+
+@requires_file(WIKI)
+def test_wikipedia_toolkit_protocol():
+    d = load_data(WIKI)
+    assert d.n_objects == 2866 and d.query_idx.size == 693
+    assert np.array_equal(d.train_idx, d.database_idx) and d.train_idx.size == 2173
+    assert d.image.shape[1] == 128 and d.text.shape[1] == 10
