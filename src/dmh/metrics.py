@@ -1,49 +1,128 @@
-"""Retrieval metrics over hash codes.
+"""Retrieval metrics over hash codes: Hamming ranking (MAP, MAP@k, tie-aware MAP, TopN-precision)
+and hash lookup (precision and recall within a Hamming radius).
 
-Hamming ranking: for each query, the database is sorted by Hamming distance; **ties are broken by
+Conventions
+-----------
+**Relevance.** A database item is relevant to a query when the two share at least one label.
+Labels are class ids ``(n,)`` or multi-hot ``(n, L)``; both sides must use the same form.
+
+**Ranking.** For each query the database is sorted by Hamming distance; **ties are broken by
 database position** (a stable sort), so results are deterministic and do not depend on the sorting
-algorithm. An item is relevant when it shares at least one label with the query (class ids are
-treated as one-hot labels).
+algorithm. Hamming distances take only the values ``0..n_bits``, so many items tie: with 16-bit
+codes and a database of 20,000 items each distance value holds hundreds of them, and a ranking
+metric then depends partly on the order of the database. The *tie-aware* variants remove that
+dependence (see below).
 
-Average precision of one query over a ranking truncated at ``k`` (``k = None``: the whole
-database)::
+**Average precision** of one query over the ranking truncated at ``k`` (``k = None``: the whole
+database, ``k = n_database``)::
 
     AP@k = (1 / R_k) * sum_{r <= k} P(r) * rel(r)
 
-where ``P(r)`` is the precision among the first ``r`` items and ``R_k`` the number of relevant
-items among the first ``k``. A query with ``R_k = 0`` has AP 0 and stays in the mean (the
-convention of the DCMH/SSAH evaluation code; dividing by anything else, e.g. the number of queries
-plus a constant, is a known bug of one MATLAB toolkit).
+where ``rel(r)`` is 1 when the item at rank ``r`` is relevant, ``P(r)`` the precision among the
+first ``r`` items and ``R_k`` the number of relevant items among the first ``k``. A query with
+``R_k = 0`` has AP 0 **and stays in the mean** (the convention of the DCMH/SSAH evaluation code,
+which the DMH paper's MAP@50 of Table 7 follows; dividing by anything else, e.g. the number of
+queries plus a constant, is a known bug of one MATLAB toolkit). Another normalisation in use
+divides by ``min(R, k)`` (``R`` = relevant items in the whole database), so that a query is
+penalised for relevant items it failed to bring into the top ``k``; it is *not* the one computed
+here, and its values are lower or equal. For ``k = None`` both agree (``R_k = R``).
 
-Everything is computed in chunks of queries, so memory is O(chunk x n_database).
+**Tie-aware AP** (:func:`average_precisions_tie_aware`) is the expected AP over the whole
+database when the items at equal Hamming distance are ranked in uniformly random order, computed
+exactly in closed form per tie group (the expected-precision argument of McSherry & Najork,
+"Computing information retrieval performance measures efficiently in the presence of tied
+scores", ECIR 2008). For a tie group of ``n`` items, ``r`` of them relevant, preceded by ``N``
+items of which ``R_<`` are relevant, a relevant item lands at each group position ``t = 1..n``
+with probability ``1/n`` and then has in expectation ``R_< + 1 + (t - 1)(r - 1)/(n - 1)``
+relevant items at or above it, so the group adds::
+
+    (r / n) * sum_{t=1}^{n} (R_< + 1 + (t - 1)(r - 1)/(n - 1)) / (N + t)
+
+which is evaluated with digamma functions (``sum_t 1/(N + t) = psi(N + n + 1) - psi(N + 1)``).
+As ``R`` does not depend on the order, the expectation of AP is this sum over groups divided by
+``R``. Queries with ``R = 0`` have tie-aware AP 0, as above.
+
+**TopN-precision** at ``N``: the share of relevant items among the first ``N`` of the ranking
+(position tie-break), averaged over queries; ``N`` larger than the database is clipped to the
+database size. A tie-aware version (expected precision under random order within ties) is
+reported beside it.
+
+**Hash lookup.** Retrieved within radius ``h`` = every item at Hamming distance ``<= h``, for
+``h = 0..n_bits``. Two forms of the precision-recall curve:
+
+* *pooled* (the default: key ``"pr_radius"``): precision = total hits / total retrieved, recall =
+  total hits / total relevant, sums over all queries. It needs no convention for a query that
+  retrieves nothing (that query adds 0 to both sums), each point is one ratio of counts, and recall
+  grows monotonically with ``h``; precision is ``None`` at a radius where no query retrieves anything.
+* *per-query* (key ``"pr_radius_per_query"``): precision and recall are computed for each query and
+  averaged. A query that retrieves nothing within ``h`` has no precision there; it is **left out of
+  the precision mean at that radius**, and ``coverage[h]`` reports the share of queries that did
+  retrieve something (so a precision resting on few queries is visible). Recall is averaged over the
+  queries with at least one relevant item in the database.
+
+**Precision within Hamming radius 2** (``"precision@radius2"``): the per-query precision at
+``h = 2`` averaged over *all* queries, counting a query that retrieves nothing as precision 0 (the
+usual convention for this number, which penalises empty lookups); the pooled value is reported as
+``"precision@radius2_pooled"``. With fewer than 2 bits the radius is ``n_bits``.
+
+Memory: queries are processed in chunks (at most ``chunk_size`` queries and about 2**21
+query-database pairs at a time), so memory is O(chunk x n_database), independent of the number of
+queries. Distances are XOR + popcount over 64-bit words; the position-tie-broken ranking is a
+stable radix sort of the small-integer distances; every metric that needs only how many items
+(and how many relevant ones) sit at each distance uses those per-distance counts.
 """
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
+
 import numpy as np
+from scipy.special import digamma
 
 from ._validation import check_codes
 from .data import label_matrix
+from .index import _hamming_words, _popcount_into, _to_words
 
-__all__ = ["hamming_distance", "mean_average_precision", "average_precisions", "relevance"]
+__all__ = [
+    "hamming_distance",
+    "relevance",
+    "average_precisions",
+    "mean_average_precision",
+    "average_precisions_tie_aware",
+    "mean_average_precision_tie_aware",
+    "topn_precision",
+    "pr_curve_by_radius",
+    "precision_within_radius",
+    "evaluate_retrieval",
+    "DEFAULT_TOPN",
+]
+
+#: the N of the TopN-precision curve unless told otherwise
+DEFAULT_TOPN = (1, 10, 50, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000)
+#: query-database pairs processed at once
+_PAIR_BUDGET = 1 << 21
 
 
-def _as_pm1(codes, name):
-    return check_codes(codes, name).astype(np.float32)
+# ---------------------------------------------------------------------------------------- inputs
+def _code_pair(query_codes, database_codes):
+    q = check_codes(query_codes, "query_codes")
+    d = check_codes(database_codes, "database_codes")
+    if q.shape[1] != d.shape[1]:
+        raise ValueError(f"query codes have {q.shape[1]} bits, database codes {d.shape[1]}")
+    if q.shape[1] == 0:
+        raise ValueError("codes have 0 bits")
+    return q, d
+
+
+def _words(codes: np.ndarray) -> np.ndarray:
+    return _to_words(np.packbits(codes > 0, axis=1, bitorder="little"))
 
 
 def hamming_distance(query_codes, database_codes) -> np.ndarray:
     """Hamming distances (int32, shape (n_query, n_database)) between {-1,+1} codes."""
-    q = _as_pm1(query_codes, "query_codes")
-    d = _as_pm1(database_codes, "database_codes")
-    if q.shape[1] != d.shape[1]:
-        raise ValueError(f"query codes have {q.shape[1]} bits, database codes {d.shape[1]}")
-    return _hamming(q, d)
-
-
-def _hamming(q: np.ndarray, d: np.ndarray) -> np.ndarray:
-    # exact in float32 for up to 2**24 bits
-    return np.rint((q.shape[1] - q @ d.T) * 0.5).astype(np.int32)
+    q, d = _code_pair(query_codes, database_codes)
+    return _hamming_words(_words(q), _words(d), q.shape[1]).astype(np.int32)
 
 
 def relevance(query_labels, database_labels) -> np.ndarray:
@@ -58,8 +137,11 @@ def _label_pair(query_labels, database_labels):
         ql = ql.reshape(-1)
     if dl.ndim == 2 and dl.shape[1] == 1:
         dl = dl.reshape(-1)
-    if ql.ndim != dl.ndim:
-        raise ValueError("query and database labels must both be class ids or both multi-hot")
+    if ql.ndim != dl.ndim or ql.ndim not in (1, 2):
+        raise ValueError(
+            "query and database labels must both be class ids (n,) or both multi-hot (n, L), got "
+            f"shapes {ql.shape} and {dl.shape}"
+        )
     if ql.ndim == 1:
         both = label_matrix(np.concatenate([ql, dl]))
         return both[: ql.size], both[ql.size :]
@@ -68,40 +150,240 @@ def _label_pair(query_labels, database_labels):
     return ql.astype(bool), dl.astype(bool)
 
 
+class _Relevance:
+    """Relevance of one query row at a time: equal class ids, or multi-hot rows sharing a label."""
+
+    def __init__(self, query_labels, database_labels):
+        ql, dl = np.asarray(query_labels), np.asarray(database_labels)
+        if ql.ndim == 2 and ql.shape[1] == 1:
+            ql = ql.reshape(-1)
+        if dl.ndim == 2 and dl.shape[1] == 1:
+            dl = dl.reshape(-1)
+        if ql.ndim == 1 and dl.ndim == 1:
+            _, inverse = np.unique(np.concatenate([ql, dl]), return_inverse=True)
+            self.kind, self.q, self.d = "ids", inverse[: ql.size], inverse[ql.size :]
+            return
+        q, d = _label_pair(ql, dl)
+        if q.shape[1] <= 256:
+            self.kind = "bits"
+            self.q = _to_words(np.packbits(q, axis=1))
+            self.d = np.ascontiguousarray(_to_words(np.packbits(d, axis=1)).T)  # (words, n)
+            self._buf = np.empty(d.shape[0], dtype=np.uint64)
+            self._tmp = np.empty(d.shape[0], dtype=bool)
+        else:
+            self.kind, self.q, self.d = "matmul", q.astype(np.float32), d.astype(np.float32)
+            self._block = (-1, -1, None)
+
+    def row(self, i: int, out: np.ndarray) -> np.ndarray:
+        """Write the relevance of query ``i`` to every database item into ``out`` (bool (n,))."""
+        if self.kind == "ids":
+            return np.equal(self.d, self.q[i], out=out)
+        if self.kind == "matmul":  # a block of queries at a time (BLAS)
+            start, stop, block = self._block
+            if not start <= i < stop:
+                start = i
+                stop = min(i + max(1, _PAIR_BUDGET // self.d.shape[0]), self.q.shape[0])
+                block = (self.q[start:stop] @ self.d.T) > 0
+                self._block = (start, stop, block)
+            out[:] = block[i - start]
+            return out
+        q = self.q[i]
+        np.bitwise_and(self.d[0], q[0], out=self._buf)
+        np.not_equal(self._buf, 0, out=out)
+        for w in range(1, q.size):
+            np.bitwise_and(self.d[w], q[w], out=self._buf)
+            np.not_equal(self._buf, 0, out=self._tmp)
+            out |= self._tmp
+        return out
+
+    def __call__(self, start: int, stop: int) -> np.ndarray:
+        n = self.d.shape[0] if self.kind == "matmul" else self.d.shape[-1]
+        out = np.empty((stop - start, n), dtype=bool)
+        for i in range(start, stop):
+            self.row(i, out[i - start])
+        return out
+
+
+class _Distance:
+    """Hamming distances of one query row at a time to every database code (cache-friendly)."""
+
+    def __init__(self, q: np.ndarray, d: np.ndarray):
+        self.n_bits = q.shape[1]
+        self.q = _words(q)
+        self.d = np.ascontiguousarray(_words(d).T)  # (words, n)
+        self.dtype = np.uint8 if self.n_bits < 256 else np.uint16
+        n = d.shape[0]
+        self._xor = np.empty(n, dtype=np.uint64)
+        self._tmp = np.empty(n, dtype=np.uint8) if self.q.shape[1] > 1 else None
+
+    def row(self, i: int, out: np.ndarray) -> np.ndarray:
+        q = self.q[i]
+        if self._tmp is None:
+            np.bitwise_xor(self.d[0], q[0], out=self._xor)
+            return _popcount_into(self._xor, out)
+        out[:] = 0
+        for w in range(q.size):
+            np.bitwise_xor(self.d[w], q[w], out=self._xor)
+            out += _popcount_into(self._xor, self._tmp)
+        return out
+
+
+def _check_inputs(query_codes, database_codes, query_labels, database_labels):
+    q, d = _code_pair(query_codes, database_codes)
+    ql, dl = np.asarray(query_labels), np.asarray(database_labels)
+    if ql.ndim == 0 or ql.shape[0] != q.shape[0]:
+        raise ValueError(f"{q.shape[0]} query codes but query labels of shape {ql.shape}")
+    if dl.ndim == 0 or dl.shape[0] != d.shape[0]:
+        raise ValueError(f"{d.shape[0]} database codes but database labels of shape {dl.shape}")
+    if d.shape[0] == 0:
+        raise ValueError("the database is empty (0 database codes)")
+    if q.shape[0] == 0:
+        raise ValueError("there are no queries (0 query codes)")
+    for name, lab in (("query_labels", ql), ("database_labels", dl)):
+        if not (np.issubdtype(lab.dtype, np.number) or lab.dtype == np.bool_):
+            raise TypeError(f"{name} must be numeric class ids or 0/1 multi-hot, got dtype {lab.dtype}")
+    return q, d, _Relevance(ql, dl)
+
+
+def _check_k(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a positive integer, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return int(value)
+
+
+def _check_ks(values, name: str) -> tuple[int, ...]:
+    if isinstance(values, numbers.Integral) and not isinstance(values, bool):
+        values = (values,)
+    if not isinstance(values, Sequence | np.ndarray):
+        raise TypeError(f"{name} must be a sequence of positive integers, got {values!r}")
+    return tuple(_check_k(v, name) for v in values)
+
+
+# ---------------------------------------------------------------------------------------- engine
+def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_size=256):
+    """One pass over the queries; returns a dict of per-query arrays and pooled sums.
+
+    ``rank``: compute the position-tie-broken ranking (AP, AP@k, TopN-precision).
+    ``buckets``: per-distance counts (tie-aware AP and TopN, PR by radius).
+
+    Each query is handled on its own (distance row, relevance row, a stable radix sort of the
+    distances, the ranked positions of its relevant items) with buffers of O(n_database) reused
+    across queries; per-distance counts of ``chunk_size`` queries are then turned into metrics
+    together.
+    """
+    n_bits, n_q, n = q.shape[1], q.shape[0], d.shape[0]
+    b1 = n_bits + 1
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    dist_of = _Distance(q, d)
+    cut_k = np.minimum(np.asarray(top_ks, dtype=np.int64), n)
+    cut_n = np.minimum(np.asarray(topn, dtype=np.int64), n)
+    out = {"n_relevant": np.zeros(n_q, np.int64)}
+    if rank:
+        out["ap"] = np.zeros(n_q)
+        out["ap_at"] = np.zeros((n_q, cut_k.size))
+        out["topn_hits"] = np.zeros((n_q, cut_n.size), np.int64)
+    if buckets:
+        out["ap_tie"] = np.zeros(n_q)
+        out["topn_hits_tie"] = np.zeros((n_q, cut_n.size))
+        out.update(
+            pooled_hits=np.zeros(b1, np.int64), pooled_retrieved=np.zeros(b1, np.int64),
+            pq_precision_sum=np.zeros(b1), pq_covered=np.zeros(b1, np.int64),
+            pq_recall_sum=np.zeros(b1),
+        )
+    dist = np.empty(n, dtype=dist_of.dtype)
+    rel = np.empty(n, dtype=bool)
+    srel = np.empty(n, dtype=bool)
+    key = np.empty(n, dtype=np.uint8 if 2 * b1 <= 256 else np.int64)
+    step = int(chunk_size)
+    for start in range(0, n_q, step):
+        stop = min(start + step, n_q)
+        tot = np.empty((stop - start, b1), np.int64)
+        r_cum = np.empty((stop - start, b1), np.int64)
+        for i in range(start, stop):
+            j = i - start
+            dist_of.row(i, dist)
+            rel_of.row(i, rel)
+            if rank:
+                tot[j] = np.bincount(dist, minlength=b1)
+                np.take(rel, np.argsort(dist, kind="stable"), out=srel)  # radix sort: small ints
+                pos = np.flatnonzero(srel)  # 0-based ranked positions of the relevant items
+                n_rel = pos.size
+                # the m-th relevant item (m = 1, 2, ...) at ranked position p adds m / (p + 1)
+                contrib = np.arange(1, n_rel + 1) / (pos + 1.0)
+                out["ap"][i] = contrib.sum() / n_rel if n_rel else 0.0
+                if cut_k.size:
+                    r_k = np.searchsorted(pos, cut_k)
+                    csum = np.concatenate([[0.0], np.cumsum(contrib)])
+                    out["ap_at"][i] = np.divide(csum[r_k], r_k, out=np.zeros(r_k.size), where=r_k > 0)
+                if cut_n.size:
+                    out["topn_hits"][i] = np.searchsorted(pos, cut_n)
+                r_cum[j] = np.searchsorted(pos, np.cumsum(tot[j]))
+            else:
+                np.multiply(rel, b1, out=key, dtype=key.dtype, casting="unsafe")
+                key += dist
+                both = np.bincount(key, minlength=2 * b1)
+                tot[j] = both[:b1] + both[b1:]
+                r_cum[j] = np.cumsum(both[b1:])
+                n_rel = r_cum[j, -1]
+            out["n_relevant"][i] = n_rel
+        if buckets:
+            n_cum = np.cumsum(tot, axis=1)
+            _bucket_metrics(out, start, stop, tot, n_cum, r_cum, out["n_relevant"][start:stop], cut_n)
+    return out
+
+
+def _bucket_metrics(out, start, stop, tot, n_cum, r_cum, n_rel, cut_n):
+    """Metrics from per-distance counts: tie-aware AP and TopN, PR by radius."""
+    relc = np.diff(r_cum, axis=1, prepend=0)
+    n_before = n_cum - tot
+    r_before = r_cum - relc
+    # tie-aware AP: closed form per tie group (see the module docstring)
+    has = relc > 0
+    ng, rg = tot[has].astype(np.float64), relc[has].astype(np.float64)
+    nb, rb = n_before[has].astype(np.float64), r_before[has].astype(np.float64)
+    s1 = digamma(nb + ng + 1.0) - digamma(nb + 1.0)  # sum_{t=1}^{n} 1 / (N + t)
+    b = np.divide(rg - 1.0, ng - 1.0, out=np.zeros_like(ng), where=ng > 1)
+    # sum_t (a + b (t - 1)) / (N + t) = n b + (a - b (N + 1)) * s1, a = R_< + 1
+    group = (rg / ng) * (ng * b + (rb + 1.0 - b * (nb + 1.0)) * s1)
+    per_query = np.zeros(tot.shape)
+    per_query[has] = group
+    sums = per_query.sum(axis=1)
+    out["ap_tie"][start:stop] = np.divide(sums, n_rel, out=np.zeros(sums.shape), where=n_rel > 0)
+    # tie-aware TopN: expected hits among the first m = R_< + (m - N_<) r / n in the group holding m
+    if cut_n.size:
+        g = (n_cum[:, None, :] < cut_n[None, :, None]).sum(axis=2)  # (c, m) group index
+        take = lambda a: np.take_along_axis(a, g, axis=1)  # noqa: E731
+        n_g = take(tot).astype(np.float64)
+        frac = np.divide(take(relc), n_g, out=np.zeros(n_g.shape), where=n_g > 0)
+        out["topn_hits_tie"][start:stop] = take(r_before) + (cut_n[None, :] - take(n_before)) * frac
+    # hash lookup within radius h: retrieved = n_cum[:, h], hits = r_cum[:, h]
+    out["pooled_hits"] += r_cum.sum(axis=0)
+    out["pooled_retrieved"] += n_cum.sum(axis=0)
+    prec = np.divide(r_cum, n_cum, out=np.zeros(r_cum.shape), where=n_cum > 0)
+    out["pq_precision_sum"] += prec.sum(axis=0)  # empty lookups add 0
+    out["pq_covered"] += (n_cum > 0).sum(axis=0)
+    with_rel = n_rel > 0
+    out["pq_recall_sum"] += (r_cum[with_rel] / n_rel[with_rel, None]).sum(axis=0)
+
+
+def _ratio(num, den):
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    return [float(a / b) if b > 0 else None for a, b in zip(num, den, strict=True)]
+
+
+# ---------------------------------------------------------------------------------------- public
 def average_precisions(
     query_codes, database_codes, query_labels, database_labels, top_k: int | None = None, chunk_size: int = 256
 ) -> np.ndarray:
-    """AP (or AP@k) of each query, shape (n_query,)."""
-    q = _as_pm1(query_codes, "query_codes")
-    d = _as_pm1(database_codes, "database_codes")
-    if q.shape[1] != d.shape[1]:
-        raise ValueError(f"query codes have {q.shape[1]} bits, database codes {d.shape[1]}")
-    ql, dl = _label_pair(query_labels, database_labels)
-    if ql.shape[0] != q.shape[0]:
-        raise ValueError(f"{q.shape[0]} query codes but {ql.shape[0]} query labels")
-    if dl.shape[0] != d.shape[0]:
-        raise ValueError(f"{d.shape[0]} database codes but {dl.shape[0]} database labels")
-    if d.shape[0] == 0:
-        raise ValueError("the database is empty")
-    n_db = d.shape[0]
-    k = n_db if top_k is None else int(top_k)
-    if k <= 0:
-        raise ValueError(f"top_k must be positive, got {top_k}")
-    k = min(k, n_db)
-    qf, df = ql.astype(np.float32), dl.astype(np.float32)
-    ranks = np.arange(1, k + 1, dtype=np.float64)
-    out = np.empty(q.shape[0])
-    for start in range(0, q.shape[0], chunk_size):
-        stop = min(start + chunk_size, q.shape[0])
-        dist = _hamming(q[start:stop], d)
-        order = np.argsort(dist, axis=1, kind="stable")[:, :k]
-        rel = (qf[start:stop] @ df.T > 0)
-        rel = np.take_along_axis(rel, order, axis=1).astype(np.float64)
-        hits = np.cumsum(rel, axis=1)
-        n_rel = hits[:, -1]
-        ap_sum = (rel * hits / ranks).sum(axis=1)
-        out[start:stop] = np.divide(ap_sum, n_rel, out=np.zeros_like(ap_sum), where=n_rel > 0)
-    return out
+    """AP (``top_k=None``) or AP@k of each query, shape (n_query,); see the module docstring."""
+    q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
+    if top_k is None:
+        return _scan(q, d, rel, rank=True, buckets=False, chunk_size=chunk_size)["ap"]
+    k = _check_k(top_k, "top_k")
+    return _scan(q, d, rel, top_ks=(k,), rank=True, buckets=False, chunk_size=chunk_size)["ap_at"][:, 0]
 
 
 def mean_average_precision(
@@ -111,3 +393,145 @@ def mean_average_precision(
     return float(
         average_precisions(query_codes, database_codes, query_labels, database_labels, top_k, chunk_size).mean()
     )
+
+
+def average_precisions_tie_aware(
+    query_codes, database_codes, query_labels, database_labels, chunk_size: int = 256
+) -> np.ndarray:
+    """Expected AP of each query over the whole database when items at equal Hamming distance are
+    ranked in uniformly random order (exact closed form; see the module docstring)."""
+    q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
+    return _scan(q, d, rel, rank=False, buckets=True, chunk_size=chunk_size)["ap_tie"]
+
+
+def mean_average_precision_tie_aware(
+    query_codes, database_codes, query_labels, database_labels, chunk_size: int = 256
+) -> float:
+    """Mean of :func:`average_precisions_tie_aware`."""
+    return float(
+        average_precisions_tie_aware(query_codes, database_codes, query_labels, database_labels, chunk_size).mean()
+    )
+
+
+def topn_precision(
+    query_codes, database_codes, query_labels, database_labels, n=DEFAULT_TOPN, *, tie_aware: bool = False,
+    chunk_size: int = 256,
+) -> np.ndarray:
+    """Mean precision of the first ``N`` retrieved, one value per ``N`` in ``n`` (``N`` is clipped
+    to the database size). ``tie_aware``: expected precision under random order within ties."""
+    q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
+    ns = _check_ks(n, "n")
+    cut = np.minimum(np.asarray(ns), d.shape[0])
+    if tie_aware:
+        s = _scan(q, d, rel, topn=ns, rank=False, buckets=True, chunk_size=chunk_size)
+        return (s["topn_hits_tie"] / cut).mean(axis=0)
+    s = _scan(q, d, rel, topn=ns, rank=True, buckets=False, chunk_size=chunk_size)
+    return (s["topn_hits"] / cut).mean(axis=0)
+
+
+def pr_curve_by_radius(
+    query_codes, database_codes, query_labels, database_labels, *, form: str = "pooled", chunk_size: int = 256
+) -> dict:
+    """Precision and recall of hash lookup within Hamming radius ``0..n_bits``.
+
+    ``form="pooled"`` (default) or ``"per_query"``; see the module docstring for both and for
+    queries that retrieve nothing. Returns ``{"radius", "precision", "recall"}`` (lists; ``None``
+    where undefined) plus ``"coverage"`` for the per-query form.
+    """
+    if form not in ("pooled", "per_query"):
+        raise ValueError(f"form must be 'pooled' or 'per_query', got {form!r}")
+    q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
+    s = _scan(q, d, rel, rank=False, buckets=True, chunk_size=chunk_size)
+    return _pr_dict(s, q.shape[1], q.shape[0])[form]
+
+
+def precision_within_radius(
+    query_codes, database_codes, query_labels, database_labels, radius: int = 2, *, chunk_size: int = 256
+) -> float:
+    """Mean over all queries of the precision within Hamming distance ``<= radius``, a query that
+    retrieves nothing counting as 0 (see the module docstring)."""
+    q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
+    if isinstance(radius, bool) or not isinstance(radius, numbers.Integral):
+        raise TypeError(f"radius must be an integer, got {radius!r}")
+    if not 0 <= radius <= q.shape[1]:
+        raise ValueError(f"radius must be between 0 and n_bits={q.shape[1]}, got {radius}")
+    s = _scan(q, d, rel, rank=False, buckets=True, chunk_size=chunk_size)
+    return float(s["pq_precision_sum"][radius] / q.shape[0])
+
+
+def _pr_dict(s, n_bits, n_q):
+    radius = list(range(n_bits + 1))
+    total_rel = s["n_relevant"].sum()
+    n_with_rel = int((s["n_relevant"] > 0).sum())
+    pooled = {
+        "form": "pooled",
+        "radius": radius,
+        "precision": _ratio(s["pooled_hits"], s["pooled_retrieved"]),
+        "recall": _ratio(s["pooled_hits"], np.full(n_bits + 1, total_rel)),
+    }
+    per_query = {
+        "form": "per_query",
+        "radius": radius,
+        "precision": _ratio(s["pq_precision_sum"], s["pq_covered"]),
+        "recall": _ratio(s["pq_recall_sum"], np.full(n_bits + 1, n_with_rel)),
+        "coverage": (s["pq_covered"] / n_q).tolist(),
+    }
+    return {"pooled": pooled, "per_query": per_query}
+
+
+def evaluate_retrieval(
+    query_codes,
+    database_codes,
+    query_labels,
+    database_labels,
+    *,
+    top_k=(50,),
+    topn=DEFAULT_TOPN,
+    curves: bool = True,
+    chunk_size: int = 256,
+) -> dict:
+    """Every retrieval metric of one query set against one database, in one pass.
+
+    Returns a JSON-serialisable dict (plain floats and lists; ``None`` where a value is undefined)::
+
+        n_query, n_database, n_bits
+        map                      MAP over the whole database (position tie-break)
+        map_tie_aware            expected MAP under random order within ties
+        map@K                    one key per K in top_k (AP@K normalised by R_K)
+        precision@radius2        per-query precision within radius 2, empty lookups = 0
+        precision@radius2_pooled pooled precision within radius 2
+        topn                     {"n", "precision", "precision_tie_aware"}     (if curves)
+        pr_radius                {"form": "pooled", "radius", "precision", "recall"}   (if curves)
+        pr_radius_per_query      {"form": "per_query", ..., "coverage"}      (if curves)
+
+    For a cross-modal task pass the codes of one modality as queries and of the other as the
+    database, e.g. image->text: ``encode(images, "image")`` against ``encode(texts, "text")``.
+    """
+    q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
+    ks = _check_ks(top_k, "top_k") if top_k is not None else ()
+    ns = _check_ks(topn, "topn") if curves and topn is not None else ()
+    s = _scan(q, d, rel, top_ks=ks, topn=ns, rank=True, buckets=True, chunk_size=chunk_size)
+    n_q, n_bits = q.shape[0], q.shape[1]
+    r2 = min(2, n_bits)
+    pr = _pr_dict(s, n_bits, n_q)
+    result = {
+        "n_query": int(n_q),
+        "n_database": int(d.shape[0]),
+        "n_bits": int(n_bits),
+        "map": float(s["ap"].mean()),
+        "map_tie_aware": float(s["ap_tie"].mean()),
+    }
+    for j, k in enumerate(ks):
+        result[f"map@{k}"] = float(s["ap_at"][:, j].mean())
+    result["precision@radius2"] = float(s["pq_precision_sum"][r2] / n_q)
+    result["precision@radius2_pooled"] = pr["pooled"]["precision"][r2]
+    if curves:
+        cut = np.minimum(np.asarray(ns, dtype=np.int64), d.shape[0])
+        result["topn"] = {
+            "n": list(ns),
+            "precision": (s["topn_hits"] / cut).mean(axis=0).tolist() if ns else [],
+            "precision_tie_aware": (s["topn_hits_tie"] / cut).mean(axis=0).tolist() if ns else [],
+        }
+        result["pr_radius"] = pr["pooled"]
+        result["pr_radius_per_query"] = pr["per_query"]
+    return result
