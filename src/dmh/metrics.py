@@ -296,6 +296,8 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
     dist = np.empty(n, dtype=dist_of.dtype)
     rel = np.empty(n, dtype=bool)
     srel = np.empty(n, dtype=bool)
+    sdist = np.empty(n, dtype=dist.dtype)
+    levels = np.arange(b1, dtype=dist.dtype)
     key = np.empty(n, dtype=np.uint8 if 2 * b1 <= 256 else np.int64)
     step = int(chunk_size)
     for start in range(0, n_q, step):
@@ -307,8 +309,11 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
             dist_of.row(i, dist)
             rel_of.row(i, rel)
             if rank:
-                tot[j] = np.bincount(dist, minlength=b1)
-                np.take(rel, np.argsort(dist, kind="stable"), out=srel)  # radix sort: small ints
+                order = np.argsort(dist, kind="stable")  # a radix sort: small integers
+                np.take(rel, order, out=srel)
+                np.take(dist, order, out=sdist)
+                n_cum_row = np.searchsorted(sdist, levels, side="right")
+                tot[j] = np.diff(n_cum_row, prepend=0)
                 pos = np.flatnonzero(srel)  # 0-based ranked positions of the relevant items
                 n_rel = pos.size
                 # the m-th relevant item (m = 1, 2, ...) at ranked position p adds m / (p + 1)
@@ -320,7 +325,7 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
                     out["ap_at"][i] = np.divide(csum[r_k], r_k, out=np.zeros(r_k.size), where=r_k > 0)
                 if cut_n.size:
                     out["topn_hits"][i] = np.searchsorted(pos, cut_n)
-                r_cum[j] = np.searchsorted(pos, np.cumsum(tot[j]))
+                r_cum[j] = np.searchsorted(pos, n_cum_row)
             else:
                 np.multiply(rel, b1, out=key, dtype=key.dtype, casting="unsafe")
                 key += dist
