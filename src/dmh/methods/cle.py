@@ -41,14 +41,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.neighbors import NearestNeighbors
+from threadpoolctl import threadpool_limits
 
 
 def polar(M: np.ndarray) -> np.ndarray:
     """Nearest matrix with orthonormal columns (or rows, when wide): ``U V'`` of the thin SVD."""
     wide = M.shape[0] < M.shape[1]
     G = M @ M.T if wide else M.T @ M
-    lam, V = np.linalg.eigh(G)
+    with threadpool_limits(1):  # a small eigenproblem: threads only add synchronisation cost
+        lam, V = np.linalg.eigh((G + G.T) * 0.5)
     if lam[0] > 1e-10 * max(lam[-1], np.finfo(float).tiny):
         inv_sqrt = (V / np.sqrt(lam)) @ V.T
         return inv_sqrt @ M if wide else M @ inv_sqrt
@@ -57,11 +58,23 @@ def polar(M: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- neighbours
-def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self: bool) -> np.ndarray:
+def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self: bool,
+         chunk: int = 2048) -> np.ndarray:
+    """Indices of the ``n_neighbors`` nearest rows of ``X_fit`` (Euclidean) for each query row,
+    nearest first, ties by index; ``exclude_self`` drops the query itself (``X_query is X_fit``).
+    Exact brute force with a float32 matrix product per block of queries."""
     extra = 1 if exclude_self else 0
-    nn = NearestNeighbors(n_neighbors=min(n_neighbors + extra, X_fit.shape[0]), algorithm="brute")
-    nn.fit(X_fit)
-    idx = nn.kneighbors(X_query, return_distance=False)
+    kk = min(n_neighbors + extra, X_fit.shape[0])
+    F = np.ascontiguousarray(X_fit, dtype=np.float32)
+    f_sq = np.einsum("ij,ij->i", F, F)
+    idx = np.empty((X_query.shape[0], kk), dtype=np.int64)
+    for s in range(0, X_query.shape[0], chunk):
+        Qc = np.ascontiguousarray(X_query[s : s + chunk], dtype=np.float32)
+        D = f_sq[None, :] - 2.0 * (Qc @ F.T)  # squared distance up to the query's own norm
+        part = np.argpartition(D, kk - 1, axis=1)[:, :kk] if kk < F.shape[0] else np.tile(np.arange(kk), (Qc.shape[0], 1))
+        dp = np.take_along_axis(D, part, axis=1)
+        order = np.lexsort((part, dp), axis=1)  # by distance, then by index: deterministic
+        idx[s : s + Qc.shape[0]] = np.take_along_axis(part, order, axis=1)
     if exclude_self:
         rows = np.arange(X_query.shape[0])[:, None]
         # drop the query itself wherever it appears (duplicates may put it at any position)
@@ -126,10 +139,12 @@ def weight_matrix(nbrs: np.ndarray, w: np.ndarray, n: int) -> sparse.csr_matrix:
 
 # ---------------------------------------------------------------------------------- Q (Eq. 16)
 def q_update(Zbar: np.ndarray, Y: np.ndarray, Q_prev: np.ndarray | None, method: str = "procrustes",
-             max_inner: int = 20, tol: float = 1e-9) -> np.ndarray:
-    """Update Q^v (d_v x d) for one view; see the module docstring for the two methods."""
+             max_inner: int = 20, tol: float = 1e-9, M: np.ndarray | None = None) -> np.ndarray:
+    """Update Q^v (d_v x d) for one view; see the module docstring for the two methods.
+    ``M = Zbar' Y`` may be passed when already computed."""
     d_v, d = Zbar.shape[1], Y.shape[1]
-    M = Zbar.T @ Y  # d_v x d
+    if M is None:
+        M = Zbar.T @ Y  # d_v x d
     if method == "paper":
         C = Y.T @ Y
         return polar(np.linalg.solve(C + 1e-12 * np.trace(C) * np.eye(d), M.T).T)
@@ -139,7 +154,8 @@ def q_update(Zbar: np.ndarray, Y: np.ndarray, Q_prev: np.ndarray | None, method:
         return polar(M)
     # orthonormal rows: minimise tr(Q C Q') - 2 tr(Q' M) over Q Q' = I by generalised power iteration
     C = Y.T @ Y
-    alpha = np.linalg.eigvalsh(C)[-1]
+    with threadpool_limits(1):
+        alpha = np.linalg.eigvalsh(C)[-1]
     Q = polar(M) if Q_prev is None else Q_prev
     f_old = np.sum((Q @ C) * Q) - 2.0 * np.sum(Q * M)
     for _ in range(max_inner):
@@ -193,10 +209,18 @@ def y_update_jacobi(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float,
 
 
 # ---------------------------------------------------------------------------------- objective
-def cle_objective(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, eta: float) -> float:
-    """Eq. 6."""
+def cle_objective(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, eta: float,
+                  Ms=None, sq_norms=None) -> float:
+    """Eq. 6. ``Ms`` (``Zbar^v' Y``) and ``sq_norms`` (``||Zbar^v||^2``) may be passed to avoid
+    recomputing them: ``||Z - Y Q'||^2 = ||Z||^2 - 2 tr(Q' Z'Y) + tr(Q'Q Y'Y)``."""
     n = Y.shape[0]
-    rec = sum(np.sum((Z - Y @ Q.T) ** 2) for Z, Q in zip(Zbars, Qs, strict=True)) / (2.0 * n)
+    if Ms is None:
+        Ms = [Z.T @ Y for Z in Zbars]
+    if sq_norms is None:
+        sq_norms = [np.sum(Z * Z) for Z in Zbars]
+    C = Y.T @ Y
+    rec = sum(zz - 2.0 * np.sum(Q * M) + np.sum((Q.T @ Q) * C)
+              for zz, Q, M in zip(sq_norms, Qs, Ms, strict=True)) / (2.0 * n)
     loc = lam / n * np.sum((Y - Wm @ Y) ** 2)
     return float(rec + loc + eta * np.sum(Y * Y))
 
@@ -204,10 +228,10 @@ def cle_objective(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, e
 def complement(Z: np.ndarray, observed: np.ndarray, nbrs: np.ndarray, w: np.ndarray, how: str = "lle") -> np.ndarray:
     """Eq. 5: rows of ``Z`` whose modality is missing become ``sum_j W_ij z_j`` (their neighbours are
     paired objects, so ``z_j`` exists); ``how="zero"`` fills them with zeros (DMH-ZERO)."""
-    Zbar = Z.copy()
     missing = ~observed
     if not missing.any():
-        return Zbar
+        return Z  # nothing to complement (callers never modify Zbar in place)
+    Zbar = Z.copy()
     if how == "zero":
         Zbar[missing] = 0.0
     elif how == "lle":
@@ -269,8 +293,9 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     converged = False
     change = np.inf
     it = 0
+    Ms = [None, None]
     for it in range(1, max_iter + 1):
-        Qs = [q_update(Zb, Y, Qp, q_method) for Zb, Qp in zip(Zbars, Qs, strict=True)]
+        Qs = [q_update(Zb, Y, Qp, q_method, M=M) for Zb, Qp, M in zip(Zbars, Qs, Ms, strict=True)]
         w = lle_weights(Y, nbrs, w_reg=w_reg)
         Wm = weight_matrix(nbrs, w, n)
         Zbars = [complement(Z, m, nbrs, w, complement_how) for Z, m in zip(Zs, masks, strict=True)]
@@ -280,7 +305,8 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
             Y = y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
         else:
             raise ValueError(f"y_update must be 'exact' or 'jacobi', got {y_method!r}")
-        history.append(cle_objective(Zbars, Qs, Wm, Y, lam, eta))
+        Ms = [Zb.T @ Y for Zb in Zbars]  # reused by the next Q-update (Zbar and Y unchanged until then)
+        history.append(cle_objective(Zbars, Qs, Wm, Y, lam, eta, Ms=Ms))
         # Eq. 6 is invariant to (Y, Q^v) -> (Y R, Q^v R) for any rotation R, so Y itself is only
         # defined up to rotation; convergence is judged on the objective (what S^Y sees, Y Y', is
         # rotation invariant too).

@@ -1,0 +1,72 @@
+import json
+
+import numpy as np
+import pytest
+
+from dmh import CrossModalData, save_data
+from dmh.cli import main
+
+
+@pytest.fixture
+def tiny_file(tmp_path, toy_data):
+    return save_data(toy_data, tmp_path / "toy.npz")
+
+
+TINY = ["--param", "dmh.d=8", "--param", "dmh.hidden_size=32", "--param", "dmh.n_rounds=1",
+        "--param", "dmh.dam_epochs=2", "--param", "dmh.cle_max_iter=3", "--param", "dmh.gbe_max_iter=20"]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_evaluate_writes_records(tiny_file, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = main(["evaluate", str(tiny_file), "--bits", "8,16", "--paired-ratio", "1.0,0.5", "--seeds", "0",
+               "--out", str(out), *TINY])
+    assert rc == 0, capsys.readouterr().err
+    payload = json.loads(out.read_text())
+    recs = payload["results"]
+    assert len(recs) == 2 * 2 * 2
+    for r in recs:
+        assert {"method", "n_bits", "paired_ratio", "seed", "task", "map"} <= set(r)
+        assert r["task"] in ("image->text", "text->image") and 0 <= r["map"] <= 1
+    assert "| dmh |" in capsys.readouterr().out
+    # resume: nothing left to do, same records
+    rc = main(["evaluate", str(tiny_file), "--bits", "8,16", "--paired-ratio", "1.0,0.5", "--out", str(out),
+               "--resume", *TINY])
+    assert rc == 0 and len(json.loads(out.read_text())["results"]) == 8
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_fit_then_info(tiny_file, tmp_path):
+    model = tmp_path / "m.npz"
+    assert main(["fit", str(tiny_file), "--bits", "8", "--paired-ratio", "0.5", "--out", str(model), *TINY[0:2],
+                 "--param", "n_rounds=1", "--param", "hidden_size=16", "--param", "dam_epochs=1"]) == 0
+    assert model.exists()
+    assert main(["info", str(tiny_file)]) == 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["evaluate", "nope.npz"], "neither a built-in dataset"),
+        (["evaluate", "{f}", "--method", "xyz"], "unknown method"),
+        (["evaluate", "{f}", "--bits", "0"], "n_bits must be between"),
+        (["evaluate", "{f}", "--bits", "a,b"], "comma-separated integers"),
+        (["evaluate", "{f}", "--paired-ratio", "0"], "paired ratio must lie"),
+        (["evaluate", "{f}", "--param", "dmh.colour=3"], "unknown parameter"),
+        (["evaluate", "{nolabels}"], "hold no labels"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args, message, tiny_file, tmp_path, capsys):
+    nolabels = save_data(CrossModalData(image=np.ones((10, 2)), text=np.ones((10, 2))), tmp_path / "nl.npz")
+    args = [a.format(f=tiny_file, nolabels=nolabels) for a in args]
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_help_lists_commands(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for cmd in ("demo", "evaluate", "fit", "info"):
+        assert cmd in out
