@@ -546,6 +546,10 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     with archive:
         if "codes" not in archive.files:
             raise ValueError(f"{path} has no 'codes' array (it holds {sorted(archive.files)})")
+        if _META_KEY in archive.files:
+            kind = json.loads(archive[_META_KEY].tobytes().decode("utf-8")).get("format")
+            if kind != "dmh-codes":
+                raise ValueError(f"{path} is a {kind} file, not a code file (from dmh encode)")
         codes = archive["codes"]
         ids = archive["ids"] if "ids" in archive.files else None
     codes = _check_pm1(codes, f"codes in {path}").astype(np.int8)
