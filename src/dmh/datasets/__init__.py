@@ -35,6 +35,10 @@ def load_dataset(name_or_path, **kwargs) -> CrossModalData:
     """A built-in dataset by name, or a data file (see :func:`dmh.io.load_data`)."""
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         return load_builtin(name_or_path)
+    from .benchmarks import try_load_benchmark  # "name:folder", a benchmark folder (docs/datasets.md)
+
+    if (data := try_load_benchmark(name_or_path, **kwargs)) is not None:
+        return data
     path = Path(name_or_path)
     if not path.exists():
         raise FileNotFoundError(

@@ -1,0 +1,656 @@
+"""Loaders for the community's benchmark files, by name, with the paper's splits.
+
+Every cross-modal hashing codebase since DCMH reads the same handful of MATLAB files: one file per
+array (``mirflickr25k-iall-vgg.mat`` holding ``XAll``, ``mirflickr25k-yall.mat`` holding ``YAll``,
+``mirflickr25k-lall.mat`` holding ``LAll``, ...), rows = objects in the same order in every file.
+:func:`load_benchmark` reads such a folder by benchmark name and returns a
+:class:`~dmh.data.CrossModalData` with the split of the DMH paper:
+
+==================  =========  ==========================================  =============
+benchmark           queries    database                                    training set
+==================  =========  ==========================================  =============
+``mirflickr25k``    2000       the other 18,015 pairs                      10,000 of the database
+``nus-wide-tc21``   2100       all other pairs                             10,500 of the database
+``nus-wide-tc10``   2100       all other pairs                             10,500 of the database
+``mscoco``          5000       all other pairs                             10,000 of the database
+``wiki``            693        the 2173 training pairs (from the file)     the same 2173
+``uci-digits``      500        the 1500 training objects (from the file)   the same 1500
+==================  =========  ==========================================  =============
+
+The random splits are drawn by :func:`dmh.data.random_split` with ``random_state=0`` unless told
+otherwise: the sizes are the paper's, the permutation is ours (no paper published its indices).
+Wikipedia and UCI digits come in the MATLAB toolkit layout, whose split is stored in the file.
+
+Which files each benchmark expects (names, keys, shapes) is data, in :data:`BENCHMARKS`, and is
+what the error names when a folder lacks one. See ``docs/datasets.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..data import CrossModalData, random_split
+from ..io import load_data, read_arrays
+
+__all__ = [
+    "ALIASES",
+    "BENCHMARKS",
+    "Benchmark",
+    "FileSpec",
+    "benchmark_split",
+    "describe_benchmark",
+    "detect_benchmark",
+    "load_benchmark",
+    "load_text_labels",
+    "parse_benchmark_spec",
+    "try_load_benchmark",
+]
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One array of a benchmark: the accepted file names (canonical first), its key, its content."""
+
+    names: tuple[str, ...]
+    key: str
+    content: str
+
+    def describe(self) -> str:
+        also = f" (also accepted: {', '.join(self.names[1:])})" if len(self.names) > 1 else ""
+        return f"{self.names[0]}{also}: key {self.key!r}, {self.content}"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """What a benchmark folder holds and how the paper splits it.
+
+    ``images`` maps an image-file choice (``"vgg"``, ...) to its file; ``raw_images`` lists files of
+    raw pixels, which need a CNN before they are features. ``bundle`` is a single file holding text
+    and labels (and raw images) under ``bundle_keys``. ``toolkit`` lists files in the MATLAB toolkit
+    layout (``I_tr, T_tr, L_tr, I_te, ...``) whose split is stored in the file.
+    """
+
+    name: str
+    title: str
+    description: str
+    images: dict[str, FileSpec] = field(default_factory=dict)
+    text: FileSpec | None = None
+    labels: FileSpec | None = None
+    raw_images: tuple[FileSpec, ...] = ()
+    bundle: FileSpec | None = None
+    bundle_keys: dict[str, str] = field(default_factory=dict)
+    toolkit: tuple[str, ...] = ()
+    n_query: int | None = None
+    n_train: int | None = None
+    random_state: int = 0
+
+    @property
+    def default_image(self) -> str | None:
+        return next(iter(self.images), None)
+
+    def known_files(self) -> list[str]:
+        specs = [*self.images.values(), self.text, self.labels, *self.raw_images, self.bundle]
+        names = [n for s in specs if s is not None for n in s.names]
+        return names + list(self.toolkit)
+
+
+def _community(prefix: str, image_key_content: str, text_content: str, labels_content: str, alt=()):
+    """The one-file-per-array layout: ``{prefix}-xall-vgg.mat`` etc. (``alt``: other prefixes)."""
+    prefixes = (prefix, *alt)
+    return dict(
+        images={
+            "vgg": FileSpec(tuple(f"{p}-xall-vgg.mat" for p in prefixes), "XAll", image_key_content)
+        },
+        text=FileSpec(tuple(f"{p}-yall.mat" for p in prefixes), "YAll", text_content),
+        labels=FileSpec(tuple(f"{p}-lall.mat" for p in prefixes), "LAll", labels_content),
+    )
+
+
+_ROW_ORDER = "one row per pair, rows in the same order in every file"
+
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        Benchmark(
+            name="mirflickr25k",
+            title="MIRFLICKR-25K",
+            description="20,015 image-tag pairs (Flickr photos with >= 20 tag occurrences), "
+            "1386-d binary "
+            "tag vectors, 24 labels (multi-label); the DCMH subset used by the DMH paper",
+            images={
+                "vgg": FileSpec(
+                    ("mirflickr25k-iall-vgg.mat",),
+                    "XAll",
+                    f"(20015, 4096) float VGG fc7 image features, {_ROW_ORDER}",
+                ),
+            },
+            text=FileSpec(
+                ("mirflickr25k-yall.mat",),
+                "YAll",
+                f"(20015, 1386) binary tag vectors, {_ROW_ORDER}",
+            ),
+            labels=FileSpec(
+                ("mirflickr25k-lall.mat",), "LAll", f"(20015, 24) multi-hot labels, {_ROW_ORDER}"
+            ),
+            raw_images=(
+                FileSpec(
+                    ("mirflickr25k-iall.mat",),
+                    "IAll",
+                    "(20015, 3, 224, 224) uint8 raw images (v7.3)",
+                ),
+            ),
+            bundle=FileSpec(
+                ("FLICKR-25K.mat",),
+                "images, YAll, LAll",
+                "the DCMH file (HDF5/v7.3): 'images' (20015, 3, 224, 224) uint8 raw pixels, "
+                "'YAll' (20015, 1386) tags, 'LAll' (20015, 24) labels",
+            ),
+            bundle_keys={"text": "YAll", "labels": "LAll", "raw_images": "images"},
+            toolkit=("mir_cnn.mat",),
+            n_query=2000,
+            n_train=10_000,
+        ),
+        Benchmark(
+            name="nus-wide-tc21",
+            title="NUS-WIDE (21 most frequent labels)",
+            description="Flickr image-tag pairs restricted to the 21 most frequent concepts "
+            "(about 195,000 "
+            "pairs in the DCMH release), 1000-d binary tag vectors, 21 labels (multi-label)",
+            **_community(
+                "nus-wide-tc21",
+                f"(n, 4096) float VGG fc7 image features, {_ROW_ORDER}",
+                f"(n, 1000) binary tag vectors, {_ROW_ORDER}",
+                f"(n, 21) multi-hot labels, {_ROW_ORDER}",
+            ),
+            n_query=2100,
+            n_train=10_500,
+        ),
+        Benchmark(
+            name="nus-wide-tc10",
+            title="NUS-WIDE TC-10 (10 most frequent labels)",
+            description="the 10-label variant (about 186,600 pairs in the common release), "
+            "1000-d binary tag "
+            "vectors, 10 labels (multi-label)",
+            **_community(
+                "nus-wide-tc10",
+                f"(n, 4096) float VGG fc7 image features, {_ROW_ORDER}",
+                f"(n, 1000) binary tag vectors, {_ROW_ORDER}",
+                f"(n, 10) multi-hot labels, {_ROW_ORDER}",
+            ),
+            n_query=2100,
+            n_train=10_500,
+        ),
+        Benchmark(
+            name="mscoco",
+            title="MS-COCO",
+            description="COCO images with their captions as 2000-d bag-of-words vectors, "
+            "80 (or 81) labels (multi-label); no single community release, so dmh names the files "
+            "in the community style",
+            **_community(
+                "mscoco",
+                f"(n, 4096) float CNN (VGG fc7) image features, {_ROW_ORDER}",
+                f"(n, 2000) bag-of-words caption vectors, {_ROW_ORDER}",
+                f"(n, 80) or (n, 81) multi-hot labels, {_ROW_ORDER}",
+                alt=("coco",),
+            ),
+            toolkit=("mscoco_cnn.mat", "coco_cnn.mat"),
+            n_query=5000,
+            n_train=10_000,
+        ),
+        Benchmark(
+            name="wiki",
+            title="Wikipedia",
+            description="2866 image-text pairs, 128-d SIFT bag of visual words, 10-d LDA topics, "
+            "10 classes; "
+            "the file's split: 693 queries, the 2173 training pairs are also the database",
+            toolkit=("wiki_data.mat",),
+        ),
+        Benchmark(
+            name="uci-digits",
+            title="UCI two-view digits",
+            description="UCI Multiple Features digits as two views (76-d Fourier, "
+            "64-d Karhunen-Loeve), 10 classes; the file's split (FSH): 500 queries, the 1500 "
+            "training objects are also the database",
+            toolkit=("uci_all.mat",),
+        ),
+    )
+}
+
+ALIASES = {
+    "flickr25k": "mirflickr25k",
+    "mirflickr": "mirflickr25k",
+    "nus-wide": "nus-wide-tc21",
+    "nuswide": "nus-wide-tc21",
+    "coco": "mscoco",
+    "ms-coco": "mscoco",
+    "wikipedia": "wiki",
+}
+
+
+# ---------------------------------------------------------------------------------------- lookup
+def _benchmark(name: str) -> Benchmark:
+    if isinstance(name, Benchmark):
+        return name
+    key = ALIASES.get(str(name).lower(), str(name).lower())
+    if key not in BENCHMARKS:
+        raise KeyError(
+            f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)} "
+            f"(aliases: {', '.join(f'{a}={b}' for a, b in ALIASES.items())})"
+        )
+    return BENCHMARKS[key]
+
+
+def describe_benchmark(name: str) -> str:
+    """A human-readable description of a benchmark: its files, keys, shapes and split."""
+    b = _benchmark(name)
+    lines = [f"{b.name} - {b.title}: {b.description}"]
+    if b.images:
+        for choice, spec in b.images.items():
+            lines.append(f"  image ({choice!r}): {spec.describe()}")
+        lines.append(f"  text: {b.text.describe()}")
+        lines.append(f"  labels: {b.labels.describe()}")
+    for spec in b.raw_images:
+        lines.append(f"  raw images (need a CNN first, see dmh.featurize): {spec.describe()}")
+    if b.bundle is not None:
+        lines.append(f"  or text and labels from {b.bundle.names[0]}: {b.bundle.content}")
+    if b.toolkit:
+        lines.append(
+            f"  or a MATLAB toolkit file ({' / '.join(b.toolkit)}): "
+            "I_tr, T_tr, L_tr, I_te, T_te, L_te "
+            "[, I_db, T_db, L_db]; the split is the file's"
+        )
+    if b.n_query is not None:
+        lines.append(
+            f"  split: {b.n_query} random queries, all other objects the database, "
+            f"{b.n_train} of them "
+            f"the training set (dmh.data.random_split, random_state={b.random_state})"
+        )
+    return "\n".join(lines)
+
+
+def benchmark_split(
+    name: str, n_objects: int, *, query_size=None, train_size=None, random_state=None
+):
+    """The paper's split of a benchmark with ``n_objects`` rows.
+
+    Returns ``(train_idx, query_idx, database_idx)``.
+
+    ``None`` takes the benchmark's own size / seed. Only for benchmarks with a random split.
+    """
+    b = _benchmark(name)
+    if b.n_query is None:
+        raise ValueError(
+            f"{b.name} has no random split: its split is stored in its file "
+            f"({', '.join(b.toolkit)})"
+        )
+    return random_split(
+        n_objects,
+        query_size=b.n_query if query_size is None else query_size,
+        train_size=b.n_train if train_size is None else train_size,
+        random_state=b.random_state if random_state is None else random_state,
+    )
+
+
+def _find(folder: Path, spec: FileSpec) -> Path | None:
+    for name in spec.names:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _folder_listing(folder: Path) -> str:
+    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+    return f"The folder holds: {shown}." if names else "The folder is empty."
+
+
+def _missing(
+    b: Benchmark, folder: Path, spec: FileSpec, what: str, hint: str = ""
+) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{b.title} folder {folder} lacks {spec.names[0]}, the {what}: "
+        f"it should hold {spec.describe()}. "
+        f"{hint}{_folder_listing(folder)}"
+    )
+
+
+def _check_folder(folder) -> Path:
+    folder = Path(folder)
+    if not folder.exists():
+        raise FileNotFoundError(f"benchmark folder not found: {folder}")
+    if not folder.is_dir():
+        raise NotADirectoryError(
+            f"{folder} is a file; a benchmark loader needs the folder holding its files"
+        )
+    return folder
+
+
+# ---------------------------------------------------------------------------------------- reading
+def _read_key(path: Path, key: str) -> np.ndarray:
+    arrays = read_arrays(path)
+    if key not in arrays:
+        raise KeyError(f"{path} has no array {key!r}; it holds {sorted(arrays)}")
+    return np.asarray(arrays[key])
+
+
+def _read_hdf5_keys(path: Path, keys) -> dict[str, np.ndarray]:
+    """Selected arrays of a v7.3 (HDF5) file, transposed as :func:`dmh.io.read_arrays` does.
+
+    Only for bundles such as ``FLICKR-25K.mat`` whose raw-image array (3 GB) must not be read.
+    """
+    import h5py
+
+    if not h5py.is_hdf5(path):
+        arrays = read_arrays(path)
+        missing = [k for k in keys if k not in arrays]
+        if missing:
+            raise KeyError(f"{path} lacks {missing}; it holds {sorted(arrays)}")
+        return {k: arrays[k] for k in keys}
+    out = {}
+    with h5py.File(path, "r") as f:
+        missing = [k for k in keys if k not in f or not isinstance(f[k], h5py.Dataset)]
+        if missing:
+            raise KeyError(
+                f"{path} lacks {missing}; it holds {sorted(k for k in f if not k.startswith('#'))}"
+            )
+        for k in keys:
+            arr = f[k][()]
+            out[k] = arr.T if arr.ndim >= 2 else arr
+    return out
+
+
+def _orient(arrays: dict[str, np.ndarray], sources: dict[str, Path]) -> dict[str, np.ndarray]:
+    """Make rows the objects in every array.
+
+    MATLAB files differ in whether objects are rows or columns (and v7.3 files come transposed), so
+    the object count is the dimension that every array shares; arrays whose rows differ from it
+    are transposed. Raises when no such dimension exists.
+    """
+    arrays = {k: (a.reshape(-1, 1) if a.ndim == 1 else a) for k, a in arrays.items()}
+    for k, a in arrays.items():
+        if a.ndim != 2:
+            raise ValueError(f"{sources[k]}: {k} must be a 2-D matrix, got shape {a.shape}")
+    rows = {a.shape[0] for a in arrays.values()}
+    if len(rows) == 1:
+        return arrays
+    common = set.intersection(*({*a.shape} for a in arrays.values()))
+    if len(common) != 1:
+        shapes = ", ".join(f"{k} {a.shape} in {sources[k].name}" for k, a in arrays.items())
+        raise ValueError(f"the files disagree on the number of objects: {shapes}")
+    n = common.pop()
+    return {k: (a if a.shape[0] == n else a.T) for k, a in arrays.items()}
+
+
+def _text_labels_sources(b: Benchmark, folder: Path):
+    """Where text and labels come from: the per-array files, else the bundle. None if neither."""
+    if b.text is None:
+        return None
+    text, labels = _find(folder, b.text), _find(folder, b.labels)
+    if text is not None and labels is not None:
+        return "files", text, labels
+    if b.bundle is not None and (bundle := _find(folder, b.bundle)) is not None:
+        return "bundle", bundle, bundle
+    if text is None and labels is None:
+        return None
+    spec, what = (b.text, "text file") if text is None else (b.labels, "label file")
+    raise _missing(b, folder, spec, what)
+
+
+def _read_text_labels(b: Benchmark, folder: Path, src) -> tuple[np.ndarray, np.ndarray, dict]:
+    kind, text_path, labels_path = src
+    if kind == "files":
+        text, labels = _read_key(text_path, b.text.key), _read_key(labels_path, b.labels.key)
+    else:
+        got = _read_hdf5_keys(text_path, [b.bundle_keys["text"], b.bundle_keys["labels"]])
+        text, labels = got[b.bundle_keys["text"]], got[b.bundle_keys["labels"]]
+    return text, labels, {"text": text_path, "labels": labels_path}
+
+
+def load_text_labels(name: str, folder) -> tuple[np.ndarray, np.ndarray]:
+    """Only the text features and labels of a benchmark folder, rows in file order.
+
+    For text-only inspection, or where the image features are not available (they are the large
+    file). Returns ``(text, labels)`` as stored (e.g. uint8), each with one row per object.
+    """
+    b = _benchmark(name)
+    folder = _check_folder(folder)
+    if b.text is None:
+        raise ValueError(
+            f"{b.name} comes as one toolkit file ({', '.join(b.toolkit)}); "
+            "load it with load_benchmark"
+        )
+    src = _text_labels_sources(b, folder)
+    if src is None:
+        raise _missing(b, folder, b.text, "text file")
+    text, labels, sources = _read_text_labels(b, folder, src)
+    oriented = _orient({"text": text, "labels": labels}, sources)
+    return oriented["text"], oriented["labels"]
+
+
+def _image_source(b: Benchmark, folder: Path, image) -> tuple[Path, str | None]:
+    """The image-features file and key for the ``image`` argument (a choice or a path)."""
+    if image is None:
+        image = b.default_image
+    if isinstance(image, str) and image in b.images:
+        spec = b.images[image]
+        path = _find(folder, spec)
+        if path is None:
+            raw = [s for s in b.raw_images if _find(folder, s)]
+            if b.bundle is not None and _find(folder, b.bundle):
+                raw.append(b.bundle)
+            hint = (
+                f"The folder holds raw images ({', '.join(s.names[0] for s in raw)}), "
+                "which need a CNN before they are features: extract them "
+                "(e.g. dmh.featurize.image_array_features), save them as an "
+                "array file and pass its path as image=. "
+                if raw
+                else ""
+            )
+            if b.text is not None and _find(folder, b.text):
+                hint += (
+                    "The text and labels are there: "
+                    f"dmh.datasets.benchmarks.load_text_labels({b.name!r}, folder) "
+                    "loads them alone. "
+                )
+            raise _missing(b, folder, spec, "image features", hint)
+        return path, spec.key
+    if isinstance(image, str) and any(image in s.names or image == "raw" for s in b.raw_images):
+        raise ValueError(
+            f"{b.title}: raw images are pixels, not features; they need a CNN first "
+            "(e.g. dmh.featurize.image_array_features, or VGG fc7 features as in the paper). "
+            f"Use image='vgg' ({b.images['vgg'].names[0]}) or a path to an image-features file."
+        )
+    path = Path(image)
+    if not path.is_absolute() and not path.exists():
+        path = folder / path
+    if not path.is_file():
+        choices = ", ".join(repr(c) for c in b.images) or "none"
+        raise FileNotFoundError(
+            f"image={image!r} is neither an image-file choice of {b.name} ({choices}) "
+            "nor an existing file"
+        )
+    return path, None
+
+
+def _read_image_file(path: Path, key: str | None) -> np.ndarray:
+    if key is not None:
+        return _read_key(path, key)
+    arrays = read_arrays(path)
+    for k in ("XAll", "image", "IAll"):
+        if k in arrays:
+            return np.asarray(arrays[k])
+    matrices = [k for k, a in arrays.items() if np.asarray(a).ndim == 2]
+    if len(matrices) != 1:
+        raise KeyError(
+            f"{path}: cannot tell which array holds the image features (keys {sorted(arrays)}); "
+            "store them under 'XAll' or 'image', or alone in the file"
+        )
+    return np.asarray(arrays[matrices[0]])
+
+
+def load_benchmark(
+    name: str,
+    folder,
+    *,
+    image=None,
+    query_size=None,
+    train_size=None,
+    random_state=None,
+    data_name: str | None = None,
+) -> CrossModalData:
+    """Load a benchmark folder by name, with the paper's split.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`BENCHMARKS` (or an alias, e.g. ``"nus-wide"`` = ``"nus-wide-tc21"``).
+    folder : path
+        The folder holding the benchmark's files (see :func:`describe_benchmark`). A path to a
+        single data file (toolkit layout or dmh's generic layout) is also accepted.
+    image : str or path, optional
+        Which image features: a choice of the benchmark (``"vgg"``, the default, preferring the CNN
+        features) or a path to a features file (``.mat``/``.npz`` holding ``XAll``, ``image``, or a
+        single matrix) with one row per object in the order of the text file.
+    query_size, train_size, random_state : optional
+        Override the paper's split sizes / seed (see :func:`dmh.data.random_split`). Ignored for
+        files that store their split (toolkit layout).
+    data_name : str, optional
+        The ``name`` of the returned data (default: the benchmark's name).
+
+    Raises ``FileNotFoundError`` naming the missing file and what it should contain.
+    """
+    b = _benchmark(name)
+    folder = Path(folder)
+    label = b.name if data_name is None else data_name
+    if folder.is_file():
+        return _load_file(b, folder, label, query_size, train_size, random_state)
+    folder = _check_folder(folder)
+    src = _text_labels_sources(b, folder)
+    if src is None:
+        for toolkit in b.toolkit:
+            if (folder / toolkit).is_file():
+                return _load_file(b, folder / toolkit, label, query_size, train_size, random_state)
+        if b.text is None:
+            raise FileNotFoundError(
+                f"{b.title} folder {folder} lacks {b.toolkit[0]}: it should hold the MATLAB "
+                "toolkit layout (I_tr, T_tr, L_tr, I_te, T_te, L_te [, I_db, T_db, L_db]). "
+                f"{_folder_listing(folder)}"
+            )
+        hint = f"(or a toolkit file: {', '.join(b.toolkit)}) " if b.toolkit else ""
+        raise _missing(b, folder, b.text, "text file", hint)
+    image_path, image_key = _image_source(b, folder, image)
+    text, labels, sources = _read_text_labels(b, folder, src)
+    arrays = _orient(
+        {"image": _read_image_file(image_path, image_key), "text": text, "labels": labels},
+        {**sources, "image": image_path},
+    )
+    n = arrays["image"].shape[0]
+    train, query, database = benchmark_split(
+        b, n, query_size=query_size, train_size=train_size, random_state=random_state
+    )
+    return CrossModalData(
+        image=arrays["image"],
+        text=arrays["text"],
+        labels=arrays["labels"],
+        train_idx=train,
+        query_idx=query,
+        database_idx=database,
+        name=label,
+    )
+
+
+def _load_file(
+    b: Benchmark, path: Path, label, query_size, train_size, random_state
+) -> CrossModalData:
+    """A single data file (toolkit or generic layout); a random split uses the benchmark's sizes."""
+    kwargs = {"name": label}
+    if b.n_query is not None:
+        kwargs.update(
+            query_size=b.n_query if query_size is None else query_size,
+            train_size=b.n_train if train_size is None else train_size,
+            random_state=b.random_state if random_state is None else random_state,
+        )
+    else:
+        kwargs.update(
+            {
+                k: v
+                for k, v in (
+                    ("query_size", query_size),
+                    ("train_size", train_size),
+                    ("random_state", random_state),
+                )
+                if v is not None
+            }
+        )
+    return load_data(path, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------- dispatch
+def detect_benchmark(folder) -> str:
+    """The benchmark whose files a folder holds. Raises when none or several match."""
+    folder = _check_folder(folder)
+    present = {p.name for p in folder.iterdir()}
+    matches = [b.name for b in BENCHMARKS.values() if present & set(b.known_files())]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        expected = "; ".join(
+            f"{b.name}: {', '.join(b.known_files()[:3])}" for b in BENCHMARKS.values()
+        )
+        raise FileNotFoundError(
+            f"{folder} holds no benchmark file dmh knows ({expected}); {_folder_listing(folder)}"
+        )
+    raise ValueError(
+        f"{folder} holds files of several benchmarks ({', '.join(matches)}); "
+        f"name one: 'NAME:{folder}'"
+    )
+
+
+def parse_benchmark_spec(spec) -> tuple[str, Path] | None:
+    """``"name:path"`` -> ``(name, path)`` when ``name`` is a benchmark (or alias), else None."""
+    if not isinstance(spec, str) or ":" not in spec:
+        return None
+    name, _, rest = spec.partition(":")
+    if not rest or ALIASES.get(name.lower(), name.lower()) not in BENCHMARKS:
+        return None
+    return name, Path(rest)
+
+
+def try_load_benchmark(name_or_path, **kwargs) -> CrossModalData | None:
+    """What :func:`dmh.datasets.load_dataset` asks first: a benchmark spec, name or folder.
+
+    ``"mirflickr25k:/data/mir"`` loads that folder (or file) as the benchmark; a folder without a
+    name is recognised by its files; a bare benchmark name raises an error asking for the folder.
+    Anything else (a data file, a built-in name) gives ``None``. ``kwargs`` are those of
+    :func:`dmh.io.load_data` (``query_size``, ``train_size``, ``random_state``, ``name``) plus
+    ``image``.
+    """
+    options = {
+        "image": kwargs.pop("image", None),
+        "query_size": kwargs.pop("query_size", None),
+        "train_size": kwargs.pop("train_size", None),
+        "random_state": kwargs.pop("random_state", None),
+        "data_name": kwargs.pop("name", None),
+    }
+    if kwargs:
+        raise TypeError(f"unexpected arguments for a benchmark: {sorted(kwargs)}")
+    parsed = parse_benchmark_spec(name_or_path)
+    if parsed is not None:
+        return load_benchmark(parsed[0], parsed[1], **options)
+    if (
+        isinstance(name_or_path, str)
+        and ALIASES.get(name_or_path.lower(), name_or_path.lower()) in BENCHMARKS
+    ):
+        if not Path(name_or_path).exists():
+            raise FileNotFoundError(
+                f"{name_or_path!r} is a benchmark whose files dmh does not ship; "
+                "give the folder holding them, "
+                f"as '{name_or_path}:/path/to/folder'.\n{describe_benchmark(name_or_path)}"
+            )
+    path = Path(name_or_path)
+    if path.is_dir():
+        return load_benchmark(detect_benchmark(path), path, **options)
+    return None
