@@ -410,8 +410,8 @@ class HammingIndex:
         out_d = np.empty((n_q, k), dtype=np.int32)
         out_p = np.empty((n_q, k), dtype=np.int64)
         k1 = n if k == n else min(n, 2 * k + 16)
-        batch = 1024
-        for start in range(0, n_q, batch):
+        start, batch = 0, 64  # a small first batch learns how many candidates ties need
+        while start < n_q:
             stop = min(start + batch, n_q)
             q = queries[start:stop]
             dist, pos = index.search(q, k1)
@@ -433,6 +433,7 @@ class HammingIndex:
                     out_p[start + r] = p[lo : lo + k]
                 # later batches: fetch as many candidates as these queries needed
                 k1 = max(k1, min(n, int(np.diff(lims).max() * 1.25) + 1))
+            start, batch = stop, 1024
         return out_d, out_p
 
     def _faiss_range(self, queries, radius):
