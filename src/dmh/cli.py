@@ -218,7 +218,7 @@ def _register_optional_commands():
     import importlib
 
     for module, names in (("dmh.cli_search", ("encode", "index", "search")),
-                          ("dmh.cli_data", ("featurize",)),
+                          ("dmh.cli_data", ("featurize", "datasets")),
                           ("dmh.cli_experiments", ("reproduce",))):
         try:
             mod = importlib.import_module(module)
