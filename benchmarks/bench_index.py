@@ -45,7 +45,12 @@ def run(n_database, n_queries, k, bits, repeat, seed=0):
             index = HammingIndex(n_bits, backend=backend).add(db)
             if backend == "faiss":
                 index._faiss()  # build the faiss index outside the timing
-            sec = best_time(lambda index=index: results.__setitem__(backend, index.search(queries, k)), repeat)
+            sec = best_time(
+                lambda index=index, backend=backend, queries=queries, results=results: (
+                    results.__setitem__(backend, index.search(queries, k))
+                ),
+                repeat,
+            )
             row[f"{backend}_qps"] = n_queries / sec
             row[f"{backend}_s"] = sec
         if "faiss" in results:
@@ -53,7 +58,7 @@ def run(n_database, n_queries, k, bits, repeat, seed=0):
 
             flat = faiss.IndexBinaryFlat(n_bits)
             flat.add(db)
-            sec = best_time(lambda: flat.search(queries, k), repeat)
+            sec = best_time(lambda flat=flat, queries=queries: flat.search(queries, k), repeat)
             row["faiss_direct_qps"] = n_queries / sec
             row["faiss_direct_s"] = sec
             row["threads_faiss"] = faiss.omp_get_max_threads()
@@ -89,7 +94,11 @@ def main(argv=None):
     rows = run(args.n_database, args.n_queries, args.k, bits, args.repeat)
     info = {
         "benchmark": "exact top-k Hamming search",
-        "machine": {"cpus": os.cpu_count(), "processor": platform.processor(), "numpy": np.__version__},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "processor": platform.processor(),
+            "numpy": np.__version__,
+        },
         "rows": rows,
     }
     atomic_write_text(args.out, json.dumps(info, indent=1) + "\n")

@@ -23,8 +23,12 @@ import time
 
 import numpy as np
 
-FUNCTIONS = ("mean_average_precision", "mean_average_precision@50", "mean_average_precision_tie_aware",
-             "evaluate_retrieval")
+FUNCTIONS = (
+    "mean_average_precision",
+    "mean_average_precision@50",
+    "mean_average_precision_tie_aware",
+    "evaluate_retrieval",
+)
 
 
 def make_data(n_query, n_database, n_bits, n_labels, seed=0):
@@ -59,9 +63,20 @@ def child(spec):
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     rel_share = float(metrics.relevance(ql[:50], dl).mean())
-    print(json.dumps({**spec, "seconds": wall, "cpu_seconds": cpu, "value": value,
-                      "baseline_rss_mb": base_kb / 1024, "peak_rss_mb": peak_kb / 1024,
-                      "extra_rss_mb": (peak_kb - base_kb) / 1024, "relevant_share": rel_share}))
+    print(
+        json.dumps(
+            {
+                **spec,
+                "seconds": wall,
+                "cpu_seconds": cpu,
+                "value": value,
+                "baseline_rss_mb": base_kb / 1024,
+                "peak_rss_mb": peak_kb / 1024,
+                "extra_rss_mb": (peak_kb - base_kb) / 1024,
+                "relevant_share": rel_share,
+            }
+        )
+    )
 
 
 def main(argv=None):
@@ -77,24 +92,44 @@ def main(argv=None):
         child(json.loads(args.child))
         return
     rows = []
-    print(f"{'queries x database':>20} {'bits':>4} {'function':>34} {'wall s':>8} {'cpu s':>7} "
-          f"{'extra MB':>9} {'peak MB':>8}  value")
+    print(
+        f"{'queries x database':>20} {'bits':>4} {'function':>34} {'wall s':>8} {'cpu s':>7} "
+        f"{'extra MB':>9} {'peak MB':>8}  value"
+    )
     for size in args.sizes.split(","):
         n_query, n_database = (int(v) for v in size.lower().split("x"))
         for n_bits in (int(b) for b in args.bits.split(",")):
             for function in args.functions.split(","):
-                spec = {"n_query": n_query, "n_database": n_database, "n_bits": n_bits,
-                        "n_labels": args.labels, "function": function}
-                proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
-                                      capture_output=True, text=True, check=True)
+                spec = {
+                    "n_query": n_query,
+                    "n_database": n_database,
+                    "n_bits": n_bits,
+                    "n_labels": args.labels,
+                    "function": function,
+                }
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--child", json.dumps(spec)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
                 rows.append(row)
-                print(f"{size:>20} {n_bits:>4} {function:>34} {row['seconds']:>8.2f} {row['cpu_seconds']:>7.2f} "
-                      f"{row['extra_rss_mb']:>9.0f} {row['peak_rss_mb']:>8.0f}  {row['value']:.4f}", flush=True)
+                print(
+                    f"{size:>20} {n_bits:>4} {function:>34} {row['seconds']:>8.2f} "
+                    f"{row['cpu_seconds']:>7.2f} "
+                    f"{row['extra_rss_mb']:>9.0f} {row['peak_rss_mb']:>8.0f}  {row['value']:.4f}",
+                    flush=True,
+                )
     from dmh._atomic import atomic_write_text
 
-    info = {"benchmark": "MAP over a large database", "cpus": os.cpu_count(), "numpy": np.__version__,
-            "load_average_after": os.getloadavg(), "rows": rows}
+    info = {
+        "benchmark": "MAP over a large database",
+        "cpus": os.cpu_count(),
+        "numpy": np.__version__,
+        "load_average_after": os.getloadavg(),
+        "rows": rows,
+    }
     atomic_write_text(args.out, json.dumps(info, indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -47,16 +47,26 @@ def files(tmp_path, monkeypatch):
     text_mask = np.ones(n, bool)
     text_mask[[1, 50]] = False  # two objects without a text
     data = CrossModalData(
-        image=rng.normal(size=(n, 10)) + y[:, None], text=rng.normal(size=(n, 6)) + y[:, None],
-        labels=y, text_mask=text_mask, train_idx=np.arange(40), query_idx=np.arange(40, 60),
+        image=rng.normal(size=(n, 10)) + y[:, None],
+        text=rng.normal(size=(n, 6)) + y[:, None],
+        labels=y,
+        text_mask=text_mask,
+        train_idx=np.arange(40),
+        query_idx=np.arange(40, 60),
         database_idx=np.arange(40),
     )
     data_path = save_data(data, tmp_path / "data.npz")
     model = TinyHasher(n_bits=16).fit(data)
     model_path = model.save(tmp_path / "model.npz")
     model12 = TinyHasher(n_bits=12).fit(data)
-    return {"data": data, "data_path": str(data_path), "model": model, "model_path": str(model_path),
-            "model12_path": str(model12.save(tmp_path / "model12.npz")), "dir": tmp_path}
+    return {
+        "data": data,
+        "data_path": str(data_path),
+        "model": model,
+        "model_path": str(model_path),
+        "model12_path": str(model12.save(tmp_path / "model12.npz")),
+        "dir": tmp_path,
+    }
 
 
 def run(command, args):
@@ -65,8 +75,19 @@ def run(command, args):
 
 def test_encode_index_search_end_to_end(files):
     tmp = files["dir"]
-    r = run(encode, [files["model_path"], files["data_path"], "--modality", "text", "--rows", "database",
-                     "--out", tmp / "db.npz"])
+    r = run(
+        encode,
+        [
+            files["model_path"],
+            files["data_path"],
+            "--modality",
+            "text",
+            "--rows",
+            "database",
+            "--out",
+            tmp / "db.npz",
+        ],
+    )
     assert r.exit_code == 0, r.output
     codes, ids = load_codes(tmp / "db.npz")
     assert codes.dtype == np.int8 and codes.shape == (39, 16)  # row 1 has no text
@@ -78,8 +99,19 @@ def test_encode_index_search_end_to_end(files):
     idx = HammingIndex.load(tmp / "db.dmhidx")
     assert idx.ntotal == 39 and idx.backend == "numpy"
 
-    r = run(encode, [files["model_path"], files["data_path"], "--modality", "image", "--rows", "query",
-                     "--out", tmp / "q.npz"])
+    r = run(
+        encode,
+        [
+            files["model_path"],
+            files["data_path"],
+            "--modality",
+            "image",
+            "--rows",
+            "query",
+            "--out",
+            tmp / "q.npz",
+        ],
+    )
     assert r.exit_code == 0, r.output
     r = run(search, [tmp / "db.dmhidx", "--codes", tmp / "q.npz", "--k", 5])
     assert r.exit_code == 0, r.output
@@ -91,8 +123,24 @@ def test_encode_index_search_end_to_end(files):
     assert [q["distances"] for q in result["results"]] == dist.tolist()
 
     # the same queries encoded on the fly, as CSV, within a radius, to a file
-    r = run(search, [tmp / "db.dmhidx", "--model", files["model_path"], "--data", files["data_path"],
-                     "--modality", "image", "--radius", 4, "--format", "csv", "--out", tmp / "hits.csv"])
+    r = run(
+        search,
+        [
+            tmp / "db.dmhidx",
+            "--model",
+            files["model_path"],
+            "--data",
+            files["data_path"],
+            "--modality",
+            "image",
+            "--radius",
+            4,
+            "--format",
+            "csv",
+            "--out",
+            tmp / "hits.csv",
+        ],
+    )
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(io.StringIO((tmp / "hits.csv").read_text())))
     lims, dist, hit_ids = idx.range_search(queries, 4)
@@ -127,7 +175,11 @@ def built(files):
     [
         (search, ["c.dmhidx", "--codes", "c.npz", "--k", 0], "--k must be a positive integer"),
         (search, ["c.dmhidx", "--codes", "c.npz", "--k", -3], "--k must be a positive integer"),
-        (search, ["c.dmhidx", "--codes", "c.npz", "--radius", 17], "--radius must be between 0 and n_bits=16"),
+        (
+            search,
+            ["c.dmhidx", "--codes", "c.npz", "--radius", 17],
+            "--radius must be between 0 and n_bits=16",
+        ),
         (search, ["c.dmhidx", "--codes", "c.npz", "--radius", -1], "--radius must be between"),
         (search, ["c.dmhidx", "--codes", "c.npz"], "exactly one of --k and --radius"),
         (search, ["c.dmhidx", "--codes", "c.npz", "--k", 2, "--radius", 2], "exactly one of"),
@@ -142,23 +194,52 @@ def built(files):
         (index, ["c.dmhidx", "--out", "x.dmhidx"], "dmh-hamming-index file, not a code file"),
         (index, ["data.npz", "--out", "x.dmhidx"], "no 'codes' array"),
         (index, ["nope.npz", "--out", "x.dmhidx"], "does not exist"),
-        (encode, ["MODEL", "nodata.npz", "--modality", "text", "--out", "o.npz"], "neither a built-in"),
-        (encode, ["MODEL", "DATA", "--modality", "sound", "--out", "o.npz"], "'sound' is not one of"),
-        (encode, ["data.npz", "DATA", "--modality", "text", "--out", "o.npz"], "not a dmh model file"),
+        (
+            encode,
+            ["MODEL", "nodata.npz", "--modality", "text", "--out", "o.npz"],
+            "neither a built-in",
+        ),
+        (
+            encode,
+            ["MODEL", "DATA", "--modality", "sound", "--out", "o.npz"],
+            "'sound' is not one of",
+        ),
+        (
+            encode,
+            ["data.npz", "DATA", "--modality", "text", "--out", "o.npz"],
+            "not a dmh model file",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line(built, monkeypatch, command, args, message):
     monkeypatch.chdir(built["dir"])
-    args = [built["model_path"] if a == "MODEL" else built["data_path"] if a == "DATA" else a for a in args]
+    args = [
+        built["model_path"] if a == "MODEL" else built["data_path"] if a == "DATA" else a
+        for a in args
+    ]
     r = CliRunner().invoke(command, [str(a) for a in args])
     assert r.exit_code == 2, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
     assert "Traceback" not in r.output
-    assert message.replace("\\", "") in r.output or __import__("re").search(message, r.output), r.output
+    assert message.replace("\\", "") in r.output or __import__("re").search(message, r.output), (
+        r.output
+    )
 
 
 def test_model_and_index_bit_counts_must_agree(built):
     tmp = built["dir"]
-    r = CliRunner().invoke(search, [str(tmp / "c.dmhidx"), "--model", built["model12_path"], "--data",
-                                    built["data_path"], "--modality", "image", "--k", "3"])
+    r = CliRunner().invoke(
+        search,
+        [
+            str(tmp / "c.dmhidx"),
+            "--model",
+            built["model12_path"],
+            "--data",
+            built["data_path"],
+            "--modality",
+            "image",
+            "--k",
+            "3",
+        ],
+    )
     assert r.exit_code == 2 and "12 bits" in r.output

@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from dmh.index import HammingIndex, available_backends, load_codes, pack_codes, save_codes, unpack_codes
+from dmh.index import (
+    HammingIndex,
+    available_backends,
+    load_codes,
+    pack_codes,
+    save_codes,
+    unpack_codes,
+)
 
 BACKENDS = available_backends()
 needs_faiss = pytest.mark.skipif("faiss" not in BACKENDS, reason="faiss-cpu is not installed")
@@ -81,7 +88,9 @@ def test_backends_identical_on_heavy_ties():
         np.testing.assert_array_equal(da, db)
         np.testing.assert_array_equal(ia, ib)
     for radius in (0, 2, 8):
-        for x, y in zip(a.range_search(queries, radius), b.range_search(queries, radius), strict=True):
+        for x, y in zip(
+            a.range_search(queries, radius), b.range_search(queries, radius), strict=True
+        ):
             np.testing.assert_array_equal(x, y)
 
 
@@ -104,7 +113,9 @@ def test_remove_ids_and_default_ids(data, backend):
     assert index.ntotal == 147
     keep = np.setdiff1d(np.arange(150), [3, 5, 7])
     for (d, i), (d_ref, id_ref) in zip(
-        zip(*index.search(queries, 20), strict=True), brute_force(queries, codes[keep], keep), strict=True
+        zip(*index.search(queries, 20), strict=True),
+        brute_force(queries, codes[keep], keep),
+        strict=True,
     ):
         np.testing.assert_array_equal(d, d_ref[:20])
         np.testing.assert_array_equal(i, id_ref[:20])
@@ -155,20 +166,42 @@ def test_code_file_round_trip(tmp_path):
         (lambda: HammingIndex(12), ValueError, "multiple of 8"),
         (lambda: HammingIndex(0), ValueError, "n_bits must be"),
         (lambda: HammingIndex(16, backend="gpu"), ValueError, "backend must be one of"),
-        (lambda: HammingIndex(16).add(np.ones((3, 8), np.int8)), ValueError, "8 bits, the index holds n_bits=16"),
+        (
+            lambda: HammingIndex(16).add(np.ones((3, 8), np.int8)),
+            ValueError,
+            "8 bits, the index holds n_bits=16",
+        ),
         (lambda: HammingIndex(16).add(np.ones((3, 3), np.uint8)), ValueError, "code_size=2"),
         (lambda: HammingIndex(16).add(np.ones((3, 16), np.uint8)), ValueError, "unpacked 0/1 bits"),
         (lambda: HammingIndex(16).add(np.zeros((3, 16), np.int8)), ValueError, "-1 and \\+1"),
         (lambda: HammingIndex(16).add(np.ones((3, 16), np.uint16)), TypeError, "dtype uint16"),
         (lambda: HammingIndex(16).add(np.ones((3, 16)), ids=[1, 1, 2]), ValueError, "repeated"),
-        (lambda: HammingIndex(16).add(np.ones((3, 16)), ids=[-1, 0, 2]), ValueError, "non-negative"),
+        (
+            lambda: HammingIndex(16).add(np.ones((3, 16)), ids=[-1, 0, 2]),
+            ValueError,
+            "non-negative",
+        ),
         (lambda: HammingIndex(16).search(np.ones((1, 16)), 3), ValueError, "index is empty"),
-        (lambda: HammingIndex(16).add(np.ones((3, 16))).search(np.ones((1, 16)), 0), ValueError, "k must be"),
-        (lambda: HammingIndex(16).add(np.ones((3, 16))).search(np.ones((1, 16)), 2.5), TypeError, "k must be"),
-        (lambda: HammingIndex(16).add(np.ones((3, 16))).range_search(np.ones((1, 16)), 17), ValueError,
-         "radius must be between 0 and 16"),
-        (lambda: HammingIndex(16).add(np.ones((3, 16))).range_search(np.ones((1, 16)), -1), ValueError,
-         "radius must be between"),
+        (
+            lambda: HammingIndex(16).add(np.ones((3, 16))).search(np.ones((1, 16)), 0),
+            ValueError,
+            "k must be",
+        ),
+        (
+            lambda: HammingIndex(16).add(np.ones((3, 16))).search(np.ones((1, 16)), 2.5),
+            TypeError,
+            "k must be",
+        ),
+        (
+            lambda: HammingIndex(16).add(np.ones((3, 16))).range_search(np.ones((1, 16)), 17),
+            ValueError,
+            "radius must be between 0 and 16",
+        ),
+        (
+            lambda: HammingIndex(16).add(np.ones((3, 16))).range_search(np.ones((1, 16)), -1),
+            ValueError,
+            "radius must be between",
+        ),
     ],
 )
 def test_bad_input_names_the_problem(call, error, message):

@@ -101,8 +101,10 @@ def test_tie_aware_ap_equals_mean_over_all_orderings():
     """Enumerate every ordering within every tie group (small enough to do so)."""
     rng = np.random.default_rng(7)
     q = np.array([[1, 1]], dtype=np.int8)
-    d = np.array([[1, 1], [1, -1], [-1, 1], [1, -1], [-1, -1], [1, 1], [-1, 1], [-1, -1], [1, -1]],
-                 dtype=np.int8)
+    d = np.array(
+        [[1, 1], [1, -1], [-1, 1], [1, -1], [-1, -1], [1, 1], [-1, 1], [-1, -1], [1, -1]],
+        dtype=np.int8,
+    )
     for trial in range(4):
         dl = rng.integers(0, 2, size=len(d))
         ql = np.array([trial % 2])
@@ -134,8 +136,9 @@ def test_tie_aware_ap_matches_closed_form_by_sampling_free_reference(case):
                     s += (r / n) * exp_hits / (n_before + t)
             n_before, r_before = n_before + n, r_before + r
         expect.append(s / total_rel if total_rel else 0.0)
-    np.testing.assert_allclose(average_precisions_tie_aware(q, d, ql, dl, chunk_size=2), expect,
-                               rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(
+        average_precisions_tie_aware(q, d, ql, dl, chunk_size=2), expect, rtol=1e-11, atol=1e-13
+    )
     assert mean_average_precision_tie_aware(q, d, ql, dl) == pytest.approx(np.mean(expect))
 
 
@@ -150,7 +153,8 @@ def test_tie_aware_equals_plain_without_ties():
     dl[0] = 1
     ql = np.array([1])
     assert average_precisions_tie_aware(q, d, ql, dl)[0] == pytest.approx(
-        average_precisions(q, d, ql, dl)[0], rel=1e-12)
+        average_precisions(q, d, ql, dl)[0], rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("ns", [(1, 2, 5, 10), (3, 40, 100)])
@@ -158,8 +162,10 @@ def test_topn_precision_matches_naive_loop(case, ns):
     q, d, ql, dl = case
     rel = naive_rel(ql, dl)
     ranking = naive_ranking(q, d)
-    expect = [np.mean([rel[i][order][: min(n, len(d))].mean() for i, (order, _) in enumerate(ranking)])
-              for n in ns]
+    expect = [
+        np.mean([rel[i][order][: min(n, len(d))].mean() for i, (order, _) in enumerate(ranking)])
+        for n in ns
+    ]
     np.testing.assert_allclose(topn_precision(q, d, ql, dl, ns, chunk_size=2), expect, rtol=1e-12)
     # tie-aware: enumerating is too costly here, check against the expectation per group
     expect_tie = []
@@ -177,7 +183,9 @@ def test_topn_precision_matches_naive_loop(case, ns):
                 before += cnt
             vals.append(hits / m)
         expect_tie.append(np.mean(vals))
-    np.testing.assert_allclose(topn_precision(q, d, ql, dl, ns, tie_aware=True), expect_tie, rtol=1e-12)
+    np.testing.assert_allclose(
+        topn_precision(q, d, ql, dl, ns, tie_aware=True), expect_tie, rtol=1e-12
+    )
 
 
 def test_pr_by_radius_matches_naive_loop(case):
@@ -197,7 +205,7 @@ def test_pr_by_radius_matches_naive_loop(case):
         p = hits.sum() / retrieved.sum() if retrieved.sum() else None
         assert pooled["precision"][h] == (pytest.approx(p) if p is not None else None)
         assert pooled["recall"][h] == pytest.approx(hits.sum() / n_rel.sum())
-        # per query: precision over queries retrieving something; recall over queries with relevant items
+        # per query: precision over queries that retrieve, recall over those with relevant items
         covered = retrieved > 0
         p_q = np.mean(hits[covered] / retrieved[covered]) if covered.any() else None
         assert per_query["precision"][h] == (pytest.approx(p_q) if p_q is not None else None)
@@ -213,14 +221,24 @@ def test_evaluate_retrieval_keys_values_and_json(case):
     q, d, ql, dl = case
     res = evaluate_retrieval(q, d, ql, dl, top_k=(5, 50), topn=(1, 10))
     json.dumps(res, allow_nan=False)
-    for key in ("map", "map_tie_aware", "map@5", "map@50", "precision@radius2", "topn", "pr_radius",
-                "pr_radius_per_query"):
+    for key in (
+        "map",
+        "map_tie_aware",
+        "map@5",
+        "map@50",
+        "precision@radius2",
+        "topn",
+        "pr_radius",
+        "pr_radius_per_query",
+    ):
         assert key in res
     assert res["map"] == pytest.approx(mean_average_precision(q, d, ql, dl))
     assert res["map@5"] == pytest.approx(mean_average_precision(q, d, ql, dl, top_k=5))
     assert res["map_tie_aware"] == pytest.approx(mean_average_precision_tie_aware(q, d, ql, dl))
     r2 = min(2, q.shape[1])
-    assert res["precision@radius2"] == pytest.approx(precision_within_radius(q, d, ql, dl, radius=r2))
+    assert res["precision@radius2"] == pytest.approx(
+        precision_within_radius(q, d, ql, dl, radius=r2)
+    )
     assert res["topn"]["n"] == [1, 10]
     np.testing.assert_allclose(res["topn"]["precision"], topn_precision(q, d, ql, dl, (1, 10)))
     assert res["pr_radius"] == pr_curve_by_radius(q, d, ql, dl)
@@ -259,7 +277,9 @@ def test_larger_random_case_against_reference_sort():
     srel = np.take_along_axis(rel, order, axis=1)
     hits = np.cumsum(srel, axis=1)
     ranks = np.arange(1, d.shape[0] + 1)
-    ap = np.divide((srel * hits / ranks).sum(1), hits[:, -1], out=np.zeros(50), where=hits[:, -1] > 0)
+    ap = np.divide(
+        (srel * hits / ranks).sum(1), hits[:, -1], out=np.zeros(50), where=hits[:, -1] > 0
+    )
     np.testing.assert_allclose(average_precisions(q, d, ql, dl, chunk_size=7), ap, rtol=1e-12)
 
 
@@ -268,10 +288,16 @@ def test_larger_random_case_against_reference_sort():
     [
         (lambda q, d, ql, dl: mean_average_precision(q, d[:, :3], ql, dl), "bits"),
         (lambda q, d, ql, dl: mean_average_precision(q, d[:0], ql, dl[:0]), "database is empty"),
-        (lambda q, d, ql, dl: mean_average_precision(q, d, ql, dl, top_k=0), "top_k must be positive"),
+        (
+            lambda q, d, ql, dl: mean_average_precision(q, d, ql, dl, top_k=0),
+            "top_k must be positive",
+        ),
         (lambda q, d, ql, dl: mean_average_precision(q * 0, d, ql, dl), "-1 and \\+1"),
         (lambda q, d, ql, dl: mean_average_precision(q, d, ql[:2], dl), "query labels"),
-        (lambda q, d, ql, dl: precision_within_radius(q, d, ql, dl, radius=9), "radius must be between"),
+        (
+            lambda q, d, ql, dl: precision_within_radius(q, d, ql, dl, radius=9),
+            "radius must be between",
+        ),
         (lambda q, d, ql, dl: topn_precision(q, d, ql, dl, (0, 5)), "n must be positive"),
         (lambda q, d, ql, dl: pr_curve_by_radius(q, d, ql, dl, form="macro"), "form must be"),
         (lambda q, d, ql, dl: evaluate_retrieval(q, d, ql, np.ones((40, 3))), "both be class ids"),

@@ -29,7 +29,9 @@ def make_records(with_curves=True):
         for n_bits in (16, 32):
             for task in ("image->text", "text->image"):
                 for seed in (0, 1, 2):
-                    rec = dict(base, method=method, paired_ratio=ratio, seed=seed, task=task, n_bits=n_bits)
+                    rec = dict(
+                        base, method=method, paired_ratio=ratio, seed=seed, task=task, n_bits=n_bits
+                    )
                     rec["map"] = 0.5 + 0.1 * seed + (0.01 if method == "dmh" else 0) + n_bits / 1000
                     records.append(rec)
     return records
@@ -44,8 +46,14 @@ def test_method_labels_follow_the_paper():
 
 def test_summary_is_mean_and_sample_std_over_seeds():
     rows = summarize(make_records(False), "map")
-    row = next(r for r in rows if r["method"] == "dmh" and r["paired_ratio"] == 0.5 and r["n_bits"] == 16
-               and r["task"] == "image->text")
+    row = next(
+        r
+        for r in rows
+        if r["method"] == "dmh"
+        and r["paired_ratio"] == 0.5
+        and r["n_bits"] == 16
+        and r["task"] == "image->text"
+    )
     assert row["n_seeds"] == 3
     assert row["mean"] == pytest.approx(0.5 + 0.1 + 0.01 + 0.016)
     assert row["std"] == pytest.approx(np.std([0.0, 0.1, 0.2], ddof=1))
@@ -73,7 +81,16 @@ def test_write_reports_writes_every_file(tmp_path):
     assert len(loaded) == len(records) and loaded[0]["topn"]["n"] == [1, 10, 50]
     rows = list(csv.DictReader(io.StringIO(paths["csv"].read_text())))
     assert len(rows) == len(records)
-    assert {"method", "paired_ratio", "seed", "task", "n_bits", "map", "map@50", "map_tie_aware"} <= set(rows[0])
+    assert {
+        "method",
+        "paired_ratio",
+        "seed",
+        "task",
+        "n_bits",
+        "map",
+        "map@50",
+        "map_tie_aware",
+    } <= set(rows[0])
     assert "topn" not in rows[0]
     md = paths["markdown"].read_text()
     assert "## map\n" in md and "## map_tie_aware" in md and "## precision@radius2" in md
@@ -88,8 +105,15 @@ def test_reports_without_curves_skip_figures(tmp_path):
 
 
 def test_nan_and_numpy_values_serialise():
-    rec = dict(method="dmh", n_bits=np.int64(16), paired_ratio=np.float64(0.5), seed=0, task="image->text",
-               map=np.float32(0.25), extra=float("nan"))
+    rec = dict(
+        method="dmh",
+        n_bits=np.int64(16),
+        paired_ratio=np.float64(0.5),
+        seed=0,
+        task="image->text",
+        map=np.float32(0.25),
+        extra=float("nan"),
+    )
     text = records_to_csv([rec])
     assert "0.25" in text
 
@@ -100,9 +124,18 @@ def test_nan_and_numpy_values_serialise():
         ([], "no result records"),
         ({"method": "x"}, "list of dicts"),
         ([{"method": "dmh"}], "lacks"),
-        ([dict(method="dmh", n_bits=16, paired_ratio=0.5, seed=0, task="img2txt", map=0.5)], "task"),
-        ([dict(method="dmh", n_bits=16, paired_ratio=1.5, seed=0, task="image->text", map=0.5)], "paired_ratio"),
-        ([dict(method="dmh", n_bits=0, paired_ratio=0.5, seed=0, task="image->text", map=0.5)], "n_bits"),
+        (
+            [dict(method="dmh", n_bits=16, paired_ratio=0.5, seed=0, task="img2txt", map=0.5)],
+            "task",
+        ),
+        (
+            [dict(method="dmh", n_bits=16, paired_ratio=1.5, seed=0, task="image->text", map=0.5)],
+            "paired_ratio",
+        ),
+        (
+            [dict(method="dmh", n_bits=0, paired_ratio=0.5, seed=0, task="image->text", map=0.5)],
+            "n_bits",
+        ),
     ],
 )
 def test_bad_records_name_the_problem(records, message):

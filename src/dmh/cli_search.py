@@ -71,10 +71,19 @@ def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.n
 @click.command()
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.argument("data")
-@click.option("--modality", type=click.Choice(["image", "text"]), required=True, help="Which view to encode.")
-@click.option("--rows", type=click.Choice(_ROWS), default="all", show_default=True,
-              help="Which objects: all of them, or the query / database / training split.")
-@click.option("--out", type=click.Path(dir_okay=False), required=True, help="Code file to write (.npz).")
+@click.option(
+    "--modality", type=click.Choice(["image", "text"]), required=True, help="Which view to encode."
+)
+@click.option(
+    "--rows",
+    type=click.Choice(_ROWS),
+    default="all",
+    show_default=True,
+    help="Which objects: all of them, or the query / database / training split.",
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), required=True, help="Code file to write (.npz)."
+)
 def encode(model, data, modality, rows, out):
     """Encode the MODALITY of DATA (a data file or built-in dataset name) with a fitted MODEL.
 
@@ -87,14 +96,21 @@ def encode(model, data, modality, rows, out):
         codes, ids, skipped = _encode_rows(model, data, modality, rows)
         save_codes(out, codes, ids, modality=modality)
     note = f" ({skipped} rows without a {modality} skipped)" if skipped else ""
-    click.echo(f"wrote {codes.shape[0]} {modality} codes of {codes.shape[1]} bits to {out}{note}", err=True)
+    click.echo(
+        f"wrote {codes.shape[0]} {modality} codes of {codes.shape[1]} bits to {out}{note}", err=True
+    )
 
 
 @click.command()
 @click.argument("codes", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="Index file to write.")
-@click.option("--backend", type=click.Choice(["auto", "numpy", "faiss"]), default="auto", show_default=True,
-              help="Search backend (both give identical results; auto = faiss when installed).")
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "numpy", "faiss"]),
+    default="auto",
+    show_default=True,
+    help="Search backend (both give identical results; auto = faiss when installed).",
+)
 def index(codes, out, backend):
     """Build a Hamming index from a code file (n_bits must be a multiple of 8)."""
     from .index import HammingIndex, load_codes
@@ -105,27 +121,50 @@ def index(codes, out, backend):
             raise ValueError(f"{codes} holds no codes: cannot index an empty database")
         idx = HammingIndex(arr.shape[1], backend=backend).add(arr, ids)
         idx.save(out)
-    click.echo(f"indexed {idx.ntotal} codes of {idx.n_bits} bits ({idx.backend} backend) into {out}",
-               err=True)
+    click.echo(
+        f"indexed {idx.ntotal} codes of {idx.n_bits} bits ({idx.backend} backend) into {out}",
+        err=True,
+    )
 
 
 @click.command()
 @click.argument("index_path", metavar="INDEX", type=click.Path(exists=True, dir_okay=False))
-@click.option("--codes", "codes_path", type=click.Path(exists=True, dir_okay=False),
-              help="Query code file (from dmh encode).")
-@click.option("--model", type=click.Path(exists=True, dir_okay=False), help="Encode queries with this model...")
+@click.option(
+    "--codes",
+    "codes_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Query code file (from dmh encode).",
+)
+@click.option(
+    "--model",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Encode queries with this model...",
+)
 @click.option("--data", help="...from this data file or built-in dataset...")
 @click.option("--modality", type=click.Choice(["image", "text"]), help="...in this modality.")
-@click.option("--rows", type=click.Choice(_ROWS), default="query", show_default=True,
-              help="With --model: which objects are the queries.")
+@click.option(
+    "--rows",
+    type=click.Choice(_ROWS),
+    default="query",
+    show_default=True,
+    help="With --model: which objects are the queries.",
+)
 @click.option("--k", type=int, help="Return the K nearest codes of each query.")
 @click.option("--radius", type=int, help="Return every code within Hamming distance <= RADIUS.")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), help="Write here (default: standard output).")
-@click.option("--backend", type=click.Choice(["auto", "numpy", "faiss"]), default=None,
-              help="Override the backend saved with the index.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), help="Write here (default: standard output)."
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "numpy", "faiss"]),
+    default=None,
+    help="Override the backend saved with the index.",
+)
 def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend):
-    """Search INDEX with query codes (--codes) or with objects encoded on the fly (--model/--data)."""
+    """Search INDEX with query codes (--codes) or objects encoded on the fly (--model/--data)."""
     from .index import HammingIndex, load_codes
 
     if (k is None) == (radius is None):
@@ -136,7 +175,11 @@ def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, 
     if codes_path is not None and any(v is not None for v in by_model):
         raise click.UsageError("give either --codes or --model/--data/--modality, not both")
     if codes_path is None and any(v is None for v in by_model):
-        missing = [f"--{n}" for n, v in zip(("model", "data", "modality"), by_model, strict=True) if v is None]
+        missing = [
+            f"--{n}"
+            for n, v in zip(("model", "data", "modality"), by_model, strict=True)
+            if v is None
+        ]
         raise click.UsageError(
             "give the queries: --codes CODES, or --model, --data and --modality "
             f"(missing {', '.join(missing)})"
@@ -152,8 +195,10 @@ def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, 
         if queries.shape[0] == 0:
             raise ValueError("there are no query codes")
         if queries.shape[1] != idx.n_bits:
-            raise ValueError(f"the query codes have {queries.shape[1]} bits, the index holds "
-                             f"{idx.n_bits}-bit codes")
+            raise ValueError(
+                f"the query codes have {queries.shape[1]} bits, the index holds "
+                f"{idx.n_bits}-bit codes"
+            )
         if k is not None:
             dist, ids = idx.search(queries, k)
             hits = [(d[i >= 0], i[i >= 0]) for d, i in zip(dist, ids, strict=True)]

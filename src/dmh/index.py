@@ -57,18 +57,20 @@ _PAIR_BUDGET = 1 << 22
 def pack_codes(codes) -> np.ndarray:
     """``{-1, +1}`` codes ``(n, n_bits)`` -> packed ``uint8`` ``(n, ceil(n_bits / 8))``.
 
-    ``+1`` is a set bit; bit ``j`` lands in byte ``j // 8`` at position ``j % 8``. A trailing partial
-    byte is zero-padded (padding bits are 0 in every code, so Hamming distances are unchanged).
+    ``+1`` is a set bit; bit ``j`` lands in byte ``j // 8`` at position ``j % 8``. A trailing
+    partial byte is zero-padded (padding bits are 0 in every code: distances are unchanged).
     """
     arr = _check_pm1(codes, "codes")
     return np.packbits(arr > 0, axis=1, bitorder="little")
 
 
 def unpack_codes(packed, n_bits: int) -> np.ndarray:
-    """Packed ``uint8`` codes -> ``{-1, +1}`` int8 ``(n, n_bits)``; the inverse of :func:`pack_codes`."""
+    """Packed ``uint8`` codes -> ``{-1, +1}`` int8 ``(n, n_bits)``; undoes :func:`pack_codes`."""
     packed = np.asarray(packed)
     if packed.ndim != 2 or packed.dtype != np.uint8:
-        raise ValueError(f"packed codes must be a 2-D uint8 array, got {packed.dtype} {packed.shape}")
+        raise ValueError(
+            f"packed codes must be a 2-D uint8 array, got {packed.dtype} {packed.shape}"
+        )
     if packed.shape[1] * 8 < n_bits:
         raise ValueError(f"packed codes have {packed.shape[1]} bytes, too few for {n_bits} bits")
     bits = np.unpackbits(packed, axis=1, count=n_bits, bitorder="little")
@@ -90,7 +92,7 @@ def _check_pm1(codes, name: str) -> np.ndarray:
 
 
 def _to_words(packed: np.ndarray) -> np.ndarray:
-    """Packed uint8 ``(n, code_size)`` -> uint64 words ``(n, ceil(code_size / 8))`` (zero-padded)."""
+    """Packed uint8 ``(n, code_size)`` -> zero-padded uint64 words ``(n, ceil(code_size / 8))``."""
     n, size = packed.shape
     n_words = max(1, -(-size // 8))
     buf = np.zeros((n, n_words * 8), dtype=np.uint8)
@@ -148,8 +150,10 @@ def _check_backend(backend: str) -> str:
     if backend == "auto":
         return "faiss" if _faiss() is not None else "numpy"
     if backend == "faiss" and _faiss() is None:
-        raise ImportError("backend='faiss' needs the faiss-cpu package (pip install faiss-cpu); "
-                          "use backend='numpy' instead")
+        raise ImportError(
+            "backend='faiss' needs the faiss-cpu package (pip install faiss-cpu); "
+            "use backend='numpy' instead"
+        )
     return backend
 
 
@@ -179,7 +183,8 @@ class HammingIndex:
         n_bits = _check_int(n_bits, "n_bits", 8)
         if n_bits % 8:
             raise ValueError(
-                f"n_bits must be a multiple of 8 (codes are stored packed, 8 bits a byte), got {n_bits}"
+                "n_bits must be a multiple of 8 (codes are stored packed, 8 bits a byte), "
+                f"got {n_bits}"
             )
         self.n_bits = n_bits
         self.code_size = n_bits // 8
@@ -252,20 +257,29 @@ class HammingIndex:
             )
         if arr.dtype == np.uint8:
             if arr.shape[1] != self.code_size:
-                hint = (" (this looks like unpacked 0/1 bits: pass {-1,+1} codes or pack_codes() output)"
-                        if arr.shape[1] == self.n_bits else "")
+                hint = (
+                    " (this looks like unpacked 0/1 bits: pass {-1,+1} codes or the output of"
+                    " pack_codes())"
+                    if arr.shape[1] == self.n_bits
+                    else ""
+                )
                 raise ValueError(
                     f"packed uint8 {name} have {arr.shape[1]} bytes per code, the index expects "
                     f"code_size={self.code_size} (n_bits={self.n_bits}){hint}"
                 )
             return np.ascontiguousarray(arr)
-        if not (np.issubdtype(arr.dtype, np.signedinteger) or np.issubdtype(arr.dtype, np.floating)):
+        if not (
+            np.issubdtype(arr.dtype, np.signedinteger) or np.issubdtype(arr.dtype, np.floating)
+        ):
             raise TypeError(
-                f"{name} must be {{-1,+1}} codes (a signed integer or float array) or packed uint8, "
+                f"{name} must be {{-1,+1}} codes (a signed integer or float array) or packed "
+                "uint8, "
                 f"got dtype {arr.dtype}"
             )
         if arr.shape[1] != self.n_bits:
-            raise ValueError(f"{name} have {arr.shape[1]} bits, the index holds n_bits={self.n_bits}")
+            raise ValueError(
+                f"{name} have {arr.shape[1]} bits, the index holds n_bits={self.n_bits}"
+            )
         return pack_codes(_check_pm1(arr, name))
 
     # ------------------------------------------------------------------ mutation
@@ -280,7 +294,9 @@ class HammingIndex:
         else:
             new_ids = np.asarray(ids)
             if new_ids.ndim != 1 or new_ids.size != n:
-                raise ValueError(f"ids must have shape ({n},) to match the codes, got {new_ids.shape}")
+                raise ValueError(
+                    f"ids must have shape ({n},) to match the codes, got {new_ids.shape}"
+                )
             if n and not np.issubdtype(new_ids.dtype, np.integer):
                 raise TypeError(f"ids must be integers, got dtype {new_ids.dtype}")
             new_ids = new_ids.astype(np.int64)
@@ -299,7 +315,7 @@ class HammingIndex:
         return self
 
     def remove_ids(self, ids) -> int:
-        """Remove the codes with these ids (ids not held are ignored); returns how many were removed."""
+        """Remove the codes with these ids (ids not held are ignored); returns how many went."""
         ids = np.asarray(ids).reshape(-1)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
@@ -343,7 +359,7 @@ class HammingIndex:
         return distances, ids
 
     def range_search(self, codes, radius: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every code within Hamming distance ``<= radius`` (``0 <= radius <= n_bits``) of each query.
+        """Every code within Hamming distance ``<= radius`` of each query (``0..n_bits``).
 
         Returns ``(lims, distances, ids)`` in CSR form (int64, int32, int64), each query's hits
         ordered by ``(distance, id)``.
@@ -470,11 +486,16 @@ class HammingIndex:
         for key in ("codes", "ids"):
             if key not in arrays:
                 raise ValueError(f"{path} is not a complete dmh index file: it lacks {key!r}")
-        index = cls(int(meta["n_bits"]), backend=backend if backend is not None else meta.get("backend", "auto"))
+        index = cls(
+            int(meta["n_bits"]),
+            backend=backend if backend is not None else meta.get("backend", "auto"),
+        )
         codes, ids = arrays["codes"], arrays["ids"]
         if codes.dtype != np.uint8 or codes.shape != (ids.size, index.code_size):
-            raise ValueError(f"{path}: stored codes have dtype {codes.dtype} and shape {codes.shape}, "
-                             f"expected uint8 ({ids.size}, {index.code_size})")
+            raise ValueError(
+                f"{path}: stored codes have dtype {codes.dtype} and shape {codes.shape}, "
+                f"expected uint8 ({ids.size}, {index.code_size})"
+            )
         index.add(codes, ids)
         return index
 
@@ -499,7 +520,9 @@ def _read_archive(path, kind: str, version: int, what: str):
     except Exception as exc:
         raise ValueError(f"{path} is not a dmh {what} file (.npz): {exc}") from exc
     if not hasattr(archive, "files"):
-        raise ValueError(f"{path} is not a dmh {what} file: it holds a single array, not an archive")
+        raise ValueError(
+            f"{path} is not a dmh {what} file: it holds a single array, not an archive"
+        )
     with archive:
         if _META_KEY not in archive.files:
             raise ValueError(f"{path} is not a dmh {what} file: it has no {_META_KEY} header")
@@ -508,21 +531,29 @@ def _read_archive(path, kind: str, version: int, what: str):
     if meta.get("format") != kind:
         raise ValueError(f"{path} is not a dmh {what} file (format {meta.get('format')!r})")
     if meta.get("format_version", 0) > version:
-        raise ValueError(f"{path} was written by a newer dmh (format {meta['format_version']}, "
-                         f"this one reads up to {version})")
+        raise ValueError(
+            f"{path} was written by a newer dmh (format {meta['format_version']}, "
+            f"this one reads up to {version})"
+        )
     return meta, arrays
 
 
-# ---------------------------------------------------------------------------------------- code files
+# ------------------------------------------------------------------------------------- code files
 def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
     """Write ``{-1,+1}`` codes (int8 ``codes``) and their ``ids`` (int64; default ``0..n-1``) to an
     ``.npz`` file, atomically."""
     arr = _check_pm1(codes, "codes").astype(np.int8)
-    ids = np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+    ids = (
+        np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+    )
     if ids.shape != (arr.shape[0],):
         raise ValueError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
-    meta = {"format": "dmh-codes", "format_version": CODES_FORMAT_VERSION, "n_bits": int(arr.shape[1]),
-            "modality": modality}
+    meta = {
+        "format": "dmh-codes",
+        "format_version": CODES_FORMAT_VERSION,
+        "n_bits": int(arr.shape[1]),
+        "modality": modality,
+    }
     path = Path(path)
     with atomic_path(path, suffix=".tmp") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, codes=arr, ids=ids, **{_META_KEY: _json_bytes(meta)})
@@ -543,7 +574,9 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     except Exception as exc:
         raise ValueError(f"{path} is not a code file (.npz): {exc}") from exc
     if not hasattr(archive, "files"):
-        raise ValueError(f"{path} is not a code file: expected an .npz archive with a 'codes' array")
+        raise ValueError(
+            f"{path} is not a code file: expected an .npz archive with a 'codes' array"
+        )
     with archive:
         if "codes" not in archive.files:
             raise ValueError(f"{path} has no 'codes' array (it holds {sorted(archive.files)})")

@@ -53,7 +53,8 @@ reported beside it.
 * *pooled* (the default: key ``"pr_radius"``): precision = total hits / total retrieved, recall =
   total hits / total relevant, sums over all queries. It needs no convention for a query that
   retrieves nothing (that query adds 0 to both sums), each point is one ratio of counts, and recall
-  grows monotonically with ``h``; precision is ``None`` at a radius where no query retrieves anything.
+  grows monotonically with ``h``; precision is ``None`` at a radius where no query retrieves
+  anything.
 * *per-query* (key ``"pr_radius_per_query"``): precision and recall are computed for each query and
   averaged. A query that retrieves nothing within ``h`` has no precision there; it is **left out of
   the precision mean at that radius**, and ``coverage[h]`` reports the share of queries that did
@@ -241,7 +242,9 @@ def _check_inputs(query_codes, database_codes, query_labels, database_labels):
         raise ValueError("there are no queries (0 query codes)")
     for name, lab in (("query_labels", ql), ("database_labels", dl)):
         if not (np.issubdtype(lab.dtype, np.number) or lab.dtype == np.bool_):
-            raise TypeError(f"{name} must be numeric class ids or 0/1 multi-hot, got dtype {lab.dtype}")
+            raise TypeError(
+                f"{name} must be numeric class ids or 0/1 multi-hot, got dtype {lab.dtype}"
+            )
     return q, d, _Relevance(ql, dl)
 
 
@@ -275,7 +278,11 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
     """
     n_bits, n_q, n = q.shape[1], q.shape[0], d.shape[0]
     b1 = n_bits + 1
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
+    if (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, numbers.Integral)
+        or chunk_size < 1
+    ):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     dist_of = _Distance(q, d)
     cut_k = np.minimum(np.asarray(top_ks, dtype=np.int64), n)
@@ -289,8 +296,10 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
         out["ap_tie"] = np.zeros(n_q)
         out["topn_hits_tie"] = np.zeros((n_q, cut_n.size))
         out.update(
-            pooled_hits=np.zeros(b1, np.int64), pooled_retrieved=np.zeros(b1, np.int64),
-            pq_precision_sum=np.zeros(b1), pq_covered=np.zeros(b1, np.int64),
+            pooled_hits=np.zeros(b1, np.int64),
+            pooled_retrieved=np.zeros(b1, np.int64),
+            pq_precision_sum=np.zeros(b1),
+            pq_covered=np.zeros(b1, np.int64),
             pq_recall_sum=np.zeros(b1),
         )
     dist = np.empty(n, dtype=dist_of.dtype)
@@ -322,7 +331,9 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
                 if cut_k.size:
                     r_k = np.searchsorted(pos, cut_k)
                     csum = np.concatenate([[0.0], np.cumsum(contrib)])
-                    out["ap_at"][i] = np.divide(csum[r_k], r_k, out=np.zeros(r_k.size), where=r_k > 0)
+                    out["ap_at"][i] = np.divide(
+                        csum[r_k], r_k, out=np.zeros(r_k.size), where=r_k > 0
+                    )
                 if cut_n.size:
                     out["topn_hits"][i] = np.searchsorted(pos, cut_n)
                 r_cum[j] = np.searchsorted(pos, n_cum_row)
@@ -336,7 +347,9 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
             out["n_relevant"][i] = n_rel
         if buckets:
             n_cum = np.cumsum(tot, axis=1)
-            _bucket_metrics(out, start, stop, tot, n_cum, r_cum, out["n_relevant"][start:stop], cut_n)
+            _bucket_metrics(
+                out, start, stop, tot, n_cum, r_cum, out["n_relevant"][start:stop], cut_n
+            )
     return out
 
 
@@ -381,22 +394,36 @@ def _ratio(num, den):
 
 # ---------------------------------------------------------------------------------------- public
 def average_precisions(
-    query_codes, database_codes, query_labels, database_labels, top_k: int | None = None, chunk_size: int = 256
+    query_codes,
+    database_codes,
+    query_labels,
+    database_labels,
+    top_k: int | None = None,
+    chunk_size: int = 256,
 ) -> np.ndarray:
     """AP (``top_k=None``) or AP@k of each query, shape (n_query,); see the module docstring."""
     q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
     if top_k is None:
         return _scan(q, d, rel, rank=True, buckets=False, chunk_size=chunk_size)["ap"]
     k = _check_k(top_k, "top_k")
-    return _scan(q, d, rel, top_ks=(k,), rank=True, buckets=False, chunk_size=chunk_size)["ap_at"][:, 0]
+    return _scan(q, d, rel, top_ks=(k,), rank=True, buckets=False, chunk_size=chunk_size)["ap_at"][
+        :, 0
+    ]
 
 
 def mean_average_precision(
-    query_codes, database_codes, query_labels, database_labels, top_k: int | None = None, chunk_size: int = 256
+    query_codes,
+    database_codes,
+    query_labels,
+    database_labels,
+    top_k: int | None = None,
+    chunk_size: int = 256,
 ) -> float:
     """MAP over the whole database (``top_k=None``) or MAP@k; see the module docstring."""
     return float(
-        average_precisions(query_codes, database_codes, query_labels, database_labels, top_k, chunk_size).mean()
+        average_precisions(
+            query_codes, database_codes, query_labels, database_labels, top_k, chunk_size
+        ).mean()
     )
 
 
@@ -414,12 +441,20 @@ def mean_average_precision_tie_aware(
 ) -> float:
     """Mean of :func:`average_precisions_tie_aware`."""
     return float(
-        average_precisions_tie_aware(query_codes, database_codes, query_labels, database_labels, chunk_size).mean()
+        average_precisions_tie_aware(
+            query_codes, database_codes, query_labels, database_labels, chunk_size
+        ).mean()
     )
 
 
 def topn_precision(
-    query_codes, database_codes, query_labels, database_labels, n=DEFAULT_TOPN, *, tie_aware: bool = False,
+    query_codes,
+    database_codes,
+    query_labels,
+    database_labels,
+    n=DEFAULT_TOPN,
+    *,
+    tie_aware: bool = False,
     chunk_size: int = 256,
 ) -> np.ndarray:
     """Mean precision of the first ``N`` retrieved, one value per ``N`` in ``n`` (``N`` is clipped
@@ -435,7 +470,13 @@ def topn_precision(
 
 
 def pr_curve_by_radius(
-    query_codes, database_codes, query_labels, database_labels, *, form: str = "pooled", chunk_size: int = 256
+    query_codes,
+    database_codes,
+    query_labels,
+    database_labels,
+    *,
+    form: str = "pooled",
+    chunk_size: int = 256,
 ) -> dict:
     """Precision and recall of hash lookup within Hamming radius ``0..n_bits``.
 
@@ -451,7 +492,13 @@ def pr_curve_by_radius(
 
 
 def precision_within_radius(
-    query_codes, database_codes, query_labels, database_labels, radius: int = 2, *, chunk_size: int = 256
+    query_codes,
+    database_codes,
+    query_labels,
+    database_labels,
+    radius: int = 2,
+    *,
+    chunk_size: int = 256,
 ) -> float:
     """Mean over all queries of the precision within Hamming distance ``<= radius``, a query that
     retrieves nothing counting as 0 (see the module docstring)."""

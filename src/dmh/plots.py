@@ -47,7 +47,9 @@ def mean_curves(records, kind: str, n_bits: int) -> dict:
         if kind == "topn":
             xs = [tuple(c["n"]) for c in curves]
             if len(set(xs)) != 1:
-                raise ValueError(f"{method} at {n_bits} bits ({task}): seeds have different TopN grids")
+                raise ValueError(
+                    f"{method} at {n_bits} bits ({task}): seeds have different TopN grids"
+                )
             x = np.asarray(xs[0], dtype=np.float64)
             y = np.nanmean([_values(c["precision"]) for c in curves], axis=0)
         else:
@@ -71,7 +73,9 @@ def _figure(curves, xlabel, ylabel, title):
     axes = fig.subplots(1, len(tasks), squeeze=False)[0]
     for ax, task in zip(axes, tasks, strict=True):
         for j, (label, x, y) in enumerate(curves[task]):
-            ax.plot(x, y, marker=_MARKERS[j % len(_MARKERS)], markersize=4, linewidth=1.4, label=label)
+            ax.plot(
+                x, y, marker=_MARKERS[j % len(_MARKERS)], markersize=4, linewidth=1.4, label=label
+            )
         ax.set_title(f"{_TASK_TITLE[task]} @ {title}")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
@@ -88,11 +92,13 @@ def _save(fig, path) -> Path:
 
 
 def plot_topn(records, path, n_bits: int) -> Path | None:
-    """TopN-precision curves at ``n_bits`` (one panel per task); ``None`` when no record has them."""
+    """TopN-precision curves at ``n_bits``, one panel per task; ``None`` if no record has them."""
     curves = mean_curves(records, "topn", n_bits)
     if not any(curves.values()):
         return None
-    return _save(_figure(curves, "N (number of retrieved items)", "Precision", f"{n_bits} bits"), path)
+    return _save(
+        _figure(curves, "N (number of retrieved items)", "Precision", f"{n_bits} bits"), path
+    )
 
 
 def plot_pr(records, path, n_bits: int, form: str = "pooled") -> Path | None:

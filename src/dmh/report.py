@@ -74,11 +74,15 @@ def check_records(records) -> list[dict]:
             raise TypeError(f"record {i} is a {type(rec).__name__}, expected a dict")
         missing = [k for k in REQUIRED_KEYS if k not in rec]
         if missing:
-            raise ValueError(f"record {i} lacks {missing}; every record needs {list(REQUIRED_KEYS)}")
+            raise ValueError(
+                f"record {i} lacks {missing}; every record needs {list(REQUIRED_KEYS)}"
+            )
         if rec["task"] not in TASKS:
             raise ValueError(f"record {i} has task {rec['task']!r}; expected one of {TASKS}")
         if not isinstance(rec["n_bits"], numbers.Integral) or rec["n_bits"] < 1:
-            raise ValueError(f"record {i} has n_bits {rec['n_bits']!r}; expected a positive integer")
+            raise ValueError(
+                f"record {i} has n_bits {rec['n_bits']!r}; expected a positive integer"
+            )
         ratio = rec["paired_ratio"]
         if not isinstance(ratio, numbers.Real) or not 0 < ratio <= 1:
             raise ValueError(f"record {i} has paired_ratio {ratio!r}; expected a number in (0, 1]")
@@ -88,7 +92,7 @@ def check_records(records) -> list[dict]:
 
 
 def method_label(method: str, paired_ratio: float | None = None, show_ratio: bool = True) -> str:
-    """``"dmh", 0.5 -> "DMH (50%)"``; lower-case names are upper-cased (the baselines are acronyms)."""
+    """``"dmh", 0.5 -> "DMH (50%)"``; lower-case names are upper-cased (methods are acronyms)."""
     name = method.upper() if method == method.lower() else method
     if paired_ratio is None or not show_ratio:
         return name
@@ -125,7 +129,7 @@ def scalar_metrics(records) -> list[str]:
 
 
 def summarize(records, metric: str = "map") -> list[dict]:
-    """Mean and standard deviation of ``metric`` over seeds, per (method, paired_ratio, task, n_bits).
+    """Mean and standard deviation of ``metric`` over seeds per (method, paired_ratio, task, bits).
 
     Returns rows ``{method, paired_ratio, task, n_bits, mean, std, n_seeds, label}``; ``std`` is the
     sample standard deviation (``None`` with a single seed). Records lacking the metric are skipped.
@@ -141,11 +145,18 @@ def summarize(records, metric: str = "map") -> list[dict]:
     rows = []
     for (method, ratio, task, n_bits), values in sorted(groups.items(), key=_group_order):
         arr = np.asarray(values)
-        rows.append({
-            "method": method, "paired_ratio": ratio, "task": task, "n_bits": n_bits,
-            "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if arr.size > 1 else None,
-            "n_seeds": int(arr.size), "label": labels[(method, ratio)],
-        })
+        rows.append(
+            {
+                "method": method,
+                "paired_ratio": ratio,
+                "task": task,
+                "n_bits": n_bits,
+                "mean": float(arr.mean()),
+                "std": float(arr.std(ddof=1)) if arr.size > 1 else None,
+                "n_seeds": int(arr.size),
+                "label": labels[(method, ratio)],
+            }
+        )
     return rows
 
 
@@ -155,15 +166,20 @@ def _group_order(item):
 
 
 def markdown_table(records, metric: str = "map", digits: int = 4) -> str:
-    """A markdown table of ``metric``: mean ± std over seeds; rows method/pairing, columns task/bits."""
+    """``metric`` as mean ± std over seeds; rows method and pairing, columns task and bits."""
     rows = summarize(records, metric)
     if not rows:
         raise ValueError(f"no record holds the metric {metric!r}")
-    columns = sorted({(r["task"], r["n_bits"]) for r in rows}, key=lambda c: (TASKS.index(c[0]), c[1]))
+    columns = sorted(
+        {(r["task"], r["n_bits"]) for r in rows}, key=lambda c: (TASKS.index(c[0]), c[1])
+    )
     row_keys = list(dict.fromkeys((r["method"], r["paired_ratio"], r["label"]) for r in rows))
     cells = {(r["method"], r["paired_ratio"], r["task"], r["n_bits"]): r for r in rows}
     header = ["Method"] + [f"{_TASK_SHORT[t]} {b} bits" for t, b in columns]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + [":---:"] * len(columns)) + "|"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + [":---:"] * len(columns)) + "|",
+    ]
     for method, ratio, label in row_keys:
         out = [label]
         for task, n_bits in columns:
@@ -229,7 +245,9 @@ def write_markdown(records, path, metrics=None, digits: int = 4) -> Path:
     metrics = scalar_metrics(records) if metrics is None else list(metrics)
     parts = []
     for metric in metrics:
-        parts.append(f"## {metric}\n\nmean ± std over seeds\n\n{markdown_table(records, metric, digits)}")
+        parts.append(
+            f"## {metric}\n\nmean ± std over seeds\n\n{markdown_table(records, metric, digits)}"
+        )
     path = Path(path)
     atomic_write_text(path, "\n".join(parts))
     return path
