@@ -10,6 +10,9 @@ __all__ = ["METHODS", "get_method_class", "make_method", "method_names"]
 #: name -> (module, class)
 METHODS: dict[str, tuple[str, str]] = {
     "dmh": ("dmh.methods.dmh", "DMH"),
+    "cvh": ("dmh.baselines.cvh", "CVH"),
+    "imh": ("dmh.baselines.imh", "IMH"),
+    "cmfh": ("dmh.baselines.cmfh", "CMFH"),
 }
 
 

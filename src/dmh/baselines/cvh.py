@@ -1,0 +1,169 @@
+"""Cross-View Hashing (CVH): S. Kumar and R. Udupa, "Learning hash functions for cross-view
+similarity search", IJCAI 2011.
+
+Objective (the paper's notation, ``K`` views, ``n`` objects, similarity ``W``): minimise
+
+    d = sum_k sum_k' sum_ij W_ij ||y_i^(k) - y_j^(k')||^2
+
+over codes ``y_i^(k) = sgn(A^(k)T x_i^(k))`` subject to zero-mean, uncorrelated bits. Relaxing
+``sgn`` gives ``min Tr(A^T X L' X^T A)`` subject to ``A^T X X^T A = I`` (``A`` stacks the views'
+projections, ``X`` is block-diagonal), i.e. the generalized eigenproblem
+
+    X L' X^T a = lambda X X^T a,
+
+whose ``n_bits`` smallest eigenvectors are the hash functions. With two views and ``W = I`` (the
+only similarity unsupervised cross-modal data give: object ``i``'s image and text describe the same
+thing) the problem is, per object,
+
+    [[ C_ii, -C_it], [-C_ti, C_tt]] a = (lambda / 2) [[C_ii, 0], [0, C_tt]] a,
+
+with ``C`` the covariances of the centred views: the eigenvalues are ``2 (1 - rho)`` for the
+canonical correlations ``rho``; CVH for two views is CCA (as the paper notes).
+
+Choices where the paper is silent, or that I could not check against it (see
+``docs/baselines_cvh_imh_cmfh.md``):
+
+* ``reg``: a ridge ``r_k I`` added to each view's covariance ``C_kk`` *wherever it appears* (both
+  sides of the eigenproblem: regularised CCA). ``r_k = reg * trace(C_kk) / d_k`` is relative to the
+  view's mean variance. Features whose rows sum to one (bag-of-words histograms, topic proportions)
+  have singular covariances; with the ridge on the right-hand side only, their null directions would
+  score a spurious ``lambda = 0`` and come first.
+* The views are centred with the training means (the zero-mean constraint), stored for encoding.
+* Eigenvector signs are fixed (largest-magnitude entry of each stacked eigenvector positive).
+
+CVH trains on the **paired objects only** (``uses_unpaired = False``): on semi-paired data the
+image-only and text-only objects are ignored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg
+from sklearn.utils import check_random_state
+
+from ..base import BaseHasher
+from ..data import CrossModalData
+from ._utils_a import centre, check_nonnegative, fix_column_signs
+
+__all__ = ["CVH", "cvh_eigenproblem"]
+
+
+def cvh_eigenproblem(Xi: np.ndarray, Xt: np.ndarray, reg: float):
+    """The two matrices of CVH's generalized eigenproblem for centred, paired views.
+
+    Returns ``(P, Q, ridge)``: ``P = 2 [[C_ii + r_i I, -C_it], [-C_ti, C_tt + r_t I]]`` (the
+    objective per object, ``d / n``), ``Q = blockdiag(C_ii + r_i I, C_tt + r_t I)`` (the constraint)
+    and ``ridge = (r_i, r_t)``, with covariances normalised by ``n``.
+    """
+    n = Xi.shape[0]
+    Cii = Xi.T @ Xi / n
+    Ctt = Xt.T @ Xt / n
+    Cit = Xi.T @ Xt / n
+    di, dt = Cii.shape[0], Ctt.shape[0]
+    ridge = np.array([reg * np.trace(Cii) / di, reg * np.trace(Ctt) / dt])
+    Cii[np.diag_indices(di)] += ridge[0]
+    Ctt[np.diag_indices(dt)] += ridge[1]
+    Q = linalg.block_diag(Cii, Ctt)
+    P = 2.0 * np.block([[Cii, -Cit], [-Cit.T, Ctt]])
+    return P, Q, ridge
+
+
+class CVH(BaseHasher):
+    """Cross-View Hashing (Kumar & Udupa, IJCAI 2011) for two modalities.
+
+    Trains on the **paired** objects of the data only (the image-only and text-only objects of
+    semi-paired data are ignored), with the cross-view similarity ``W = I``. Needs more paired
+    objects than bits (``n_bits`` uncorrelated zero-mean projections of ``n`` centred objects need
+    ``n > n_bits``) and at most ``d_image + d_text`` bits; otherwise ``fit`` raises ``ValueError``.
+
+    Parameters
+    ----------
+    n_bits : int
+        Code length.
+    reg : float [1e-4]
+        Relative ridge added to each view's covariance (not in the paper, which assumes ``X X^T``
+        invertible; see the module docstring). ``0`` solves the paper's problem exactly and fails
+        when a covariance is singular.
+    random_state : int, Generator or None
+        Accepted for the common interface; CVH is a closed-form eigenproblem with no random step.
+
+    Attributes
+    ----------
+    projections_ : dict modality -> array (d, n_bits)
+        The hash functions ``A^(k)``: codes are ``sign((x - mean_) @ A)``.
+    means_ : dict modality -> array (d,)
+        Training means of the paired objects, subtracted at encode time.
+    eigenvalues_ : array (n_bits,)
+        The ``n_bits`` smallest generalized eigenvalues, ``2 (1 - rho)`` ascending.
+    ridge_ : array (2,)
+        The absolute ridges ``(r_image, r_text)`` that were used.
+    objective_ : float
+        The relaxed objective at the solution, ``Tr(A^T P A) = sum(eigenvalues_)``.
+    n_iter_ : int
+        1 (closed form).
+    """
+
+    method_name = "cvh"
+    uses_unpaired = False
+    min_paired = 2
+
+    def __init__(self, n_bits=64, *, reg=1e-4, random_state=None):
+        self.n_bits = n_bits
+        self.reg = reg
+        self.random_state = random_state
+
+    def _fit(self, data: CrossModalData) -> None:
+        name = type(self).__name__
+        reg = check_nonnegative(self.reg, "reg", name)
+        check_random_state(self.random_state)  # validated for the common interface; unused
+        k = self.n_bits_
+        paired = data.paired_mask
+        n = int(paired.sum())
+        if n <= k:
+            raise ValueError(
+                f"{name} needs more paired objects than bits: {k} uncorrelated zero-mean "
+                f"projections need at least {k + 1} paired objects, the training data hold {n}"
+            )
+        di, dt = data.image.shape[1], data.text.shape[1]
+        if k > di + dt:
+            raise ValueError(
+                f"{name} gives at most d_image + d_text = {di + dt} bits (one per generalized "
+                f"eigenvector), n_bits={k} requested"
+            )
+        Xi, mean_i = centre(data.image[paired])
+        Xt, mean_t = centre(data.text[paired])
+        P, Q, ridge = cvh_eigenproblem(Xi, Xt, reg)
+        try:
+            evals, evecs = linalg.eigh(P, Q, subset_by_index=[0, k - 1])
+        except linalg.LinAlgError as exc:
+            raise ValueError(
+                f"{name}: a view's covariance is singular (reg={self.reg}); use reg > 0"
+            ) from exc
+        evecs = fix_column_signs(evecs)
+        self.projections_ = {"image": evecs[:di], "text": evecs[di:]}
+        self.means_ = {"image": mean_i, "text": mean_t}
+        self.eigenvalues_ = evals
+        self.ridge_ = ridge
+        self.objective_ = float(evals.sum())
+        self.n_iter_ = 1
+
+    def _project(self, X, modality):
+        return (X - self.means_[modality]) @ self.projections_[modality]
+
+    def _get_state(self):
+        return {
+            "image_projection": self.projections_["image"],
+            "text_projection": self.projections_["text"],
+            "image_mean": self.means_["image"],
+            "text_mean": self.means_["text"],
+            "eigenvalues": self.eigenvalues_,
+            "ridge": self.ridge_,
+        }
+
+    def _set_state(self, state):
+        self.projections_ = {m: np.asarray(state[f"{m}_projection"]) for m in ("image", "text")}
+        self.means_ = {m: np.asarray(state[f"{m}_mean"]) for m in ("image", "text")}
+        self.eigenvalues_ = np.asarray(state["eigenvalues"])
+        self.ridge_ = np.asarray(state["ridge"])
+        self.objective_ = float(self.eigenvalues_.sum())
+        self.n_iter_ = 1
