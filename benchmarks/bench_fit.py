@@ -14,6 +14,9 @@ import json
 import resource
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 
@@ -41,6 +44,7 @@ def main(argv=None):
     ap.add_argument("--paired-ratio", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--readme", action="store_true", help="write the result into README.md's results:bench section")
     args = ap.parse_args(argv)
 
     import torch
@@ -71,6 +75,23 @@ def main(argv=None):
         "gbe_iterations": [h[-1][0] if h else 0 for h in model.history_["gbe"]],
     }
     print(json.dumps(result, indent=1))
+    if args.readme:
+        from wiki_dmh import update_readme
+
+        per = result["per_submodel_seconds"]
+        rounds = "; ".join(
+            f"round {i + 1}: CLE {r.get('cle', 0):.0f} s, GBE {r.get('gbe', 0):.0f} s, DAM {r.get('dam', 0):.0f} s"
+            for i, r in enumerate(result["per_round_seconds"])
+        )
+        update_readme("bench", (
+            f"`fit` at paper scale (`python benchmarks/bench_fit.py --readme`): {result['n_objects']} objects, "
+            f"{result['image_dim']}-d image features, {result['text_dim']}-d binary text, {result['n_bits']} bits, "
+            f"{result['n_rounds']} rounds, defaults otherwise, synthetic clustered inputs, "
+            f"{result['torch_threads']} threads: **{result['fit_seconds']:.0f} s** wall "
+            f"(CLE {per['cle']:.0f} s, GBE {per['gbe']:.0f} s, DAM {per['dam']:.0f} s; {rounds}), "
+            f"peak resident memory **{result['peak_rss_gib']:.1f} GiB** "
+            f"({result['rss_after_data_gib']:.1f} GiB of it the input data). Goal: under 5 minutes and 8 GB.\n"
+        ))
     if args.out:
         from dmh._atomic import atomic_write_text
 

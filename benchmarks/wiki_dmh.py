@@ -39,10 +39,12 @@ def render(payload) -> str:
         for task in TASKS:
             cells = {s["n_bits"]: s for s in summary if s["paired_ratio"] == ratio and s["task"] == task}
             lines.append(f"| DMH ({ratio:.0%} paired) | {task} | "
-                         + " | ".join(f"{cells[b]['mean']:.3f} ± {cells[b]['std']:.3f}" if b in cells else "" for b in bits)
+                         + " | ".join(f"{cells[b]['mean']:.3f} ± {cells[b]['std']:.3f}" if b in cells else ""
+                                      for b in bits)
                          + " |")
     for task in TASKS:
-        lines.append(f"| CMFH (published) | {task} | " + " | ".join(f"{PUBLISHED_CMFH[task].get(b, float('nan')):.3f}" for b in bits) + " |")
+        published = " | ".join(f"{PUBLISHED_CMFH[task].get(b, float('nan')):.3f}" for b in bits)
+        lines.append(f"| CMFH (published) | {task} | {published} |")
     fit = [r["fit_seconds"] for r in payload["results"]]
     lines += ["", f"Fit time per model: median {sorted(fit)[len(fit) // 2]:.0f} s on this machine (2 cores, shared).",
               "Reproduce: `python benchmarks/wiki_dmh.py` (the same cells as `dmh evaluate DATA --method dmh "

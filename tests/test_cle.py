@@ -26,7 +26,7 @@ def _state(Zs, masks, rng, d=6, k=3):
     nbrs = cle.find_neighbours(Zs, masks, k, pool=10)
     Y = rng.normal(size=(n, d))
     w = cle.lle_weights(Y, nbrs)
-    Zbars = [cle.complement(Z, m, nbrs, w) for Z, m in zip(Zs, masks)]
+    Zbars = [cle.complement(Z, m, nbrs, w) for Z, m in zip(Zs, masks, strict=True)]
     Qs = [cle.q_update(Zb, Y, None) for Zb in Zbars]
     return nbrs, Y, w, Zbars, Qs
 
@@ -42,7 +42,7 @@ def test_q_update_satisfies_constraint_and_does_not_increase_objective(d):
         Q1 = cle.q_update(Zb, Y, Q0)
         gram = Q1.T @ Q1 if d_v >= d else Q1 @ Q1.T
         assert np.allclose(gram, np.eye(min(d_v, d)), atol=1e-10)
-        f = lambda Q: np.sum((Zb - Y @ Q.T) ** 2)  # noqa: E731
+        f = lambda Q, Zb=Zb: np.sum((Zb - Y @ Q.T) ** 2)  # noqa: E731
         assert f(Q1) <= f(Q0) + 1e-9
         if d_v >= d:  # Procrustes is the exact minimiser: no random feasible Q does better
             for _ in range(20):
@@ -88,7 +88,8 @@ def test_exact_y_update_is_the_minimiser(d):
     # gradient of Eq. 6 vanishes at the solution
     n = Y.shape[0]
     IW = np.eye(n) - Wm.toarray()
-    grad = sum((Y1 @ Q.T - Z) @ Q for Z, Q in zip(Zbars, Qs)) / n + 2 * 0.1 / n * IW.T @ IW @ Y1 + 2 * 0.01 * Y1
+    grad = sum((Y1 @ Q.T - Z) @ Q for Z, Q in zip(Zbars, Qs, strict=True)) / n
+    grad += 2 * 0.1 / n * IW.T @ IW @ Y1 + 2 * 0.01 * Y1
     assert np.abs(grad).max() < 1e-7
 
 
@@ -100,7 +101,7 @@ def test_jacobi_update_matches_eq25():
     lam, eta = 0.1, 0.01
     Y1 = cle.y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
     i = 7
-    lhs = sum(Q.T @ Zb[i] for Zb, Q in zip(Zbars, Qs)) + 2 * lam * (w[i] @ Y[nbrs[i]])
+    lhs = sum(Q.T @ Zb[i] for Zb, Q in zip(Zbars, Qs, strict=True)) + 2 * lam * (w[i] @ Y[nbrs[i]])
     M = sum(Q.T @ Q for Q in Qs) + 2 * (lam + eta * n) * np.eye(Y.shape[1])
     assert np.allclose(Y1[i], np.linalg.solve(M, lhs))
 
@@ -108,7 +109,7 @@ def test_jacobi_update_matches_eq25():
 def test_complement_fills_exactly_the_missing_rows():
     Zs, masks, rng = _problem()
     nbrs, Y, w, _, _ = _state(Zs, masks, rng)
-    for Z, m in zip(Zs, masks):
+    for Z, m in zip(Zs, masks, strict=True):
         Zb = cle.complement(Z, m, nbrs, w)
         assert np.array_equal(Zb[m], Z[m])  # observed rows untouched
         miss = np.flatnonzero(~m)

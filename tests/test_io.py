@@ -44,8 +44,9 @@ def test_missing_split_gets_seeded_default(tmp_path):
 def test_v73_toolkit_layout(tmp_path):
     rng = np.random.default_rng(1)
     path = tmp_path / "kit.mat"
-    arrays = {"I_tr": rng.normal(size=(8, 3)), "T_tr": rng.normal(size=(8, 2)), "L_tr": np.eye(4)[rng.integers(0, 4, 8)],
-              "I_te": rng.normal(size=(4, 3)), "T_te": rng.normal(size=(4, 2)), "L_te": np.eye(4)[rng.integers(0, 4, 4)]}
+    arrays = {"I_tr": rng.normal(size=(8, 3)), "T_tr": rng.normal(size=(8, 2)),
+              "L_tr": np.eye(4)[rng.integers(0, 4, 8)], "I_te": rng.normal(size=(4, 3)),
+              "T_te": rng.normal(size=(4, 2)), "L_te": np.eye(4)[rng.integers(0, 4, 4)]}
     with h5py.File(path, "w") as f:  # MATLAB v7.3 stores column-major: transposed on disk
         for k, v in arrays.items():
             f[k] = v.T

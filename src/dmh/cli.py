@@ -89,7 +89,8 @@ def demo(bits, seed, out):
     data = load_builtin("uci-digits")
     click.echo(f"Data: {BUILTIN['uci-digits']}")
     click.echo(data.summary())
-    click.echo("Fitting DMH (CLE -> GBE -> DAM, 3 rounds) at 100% and 50% pairing; this takes a few minutes on 2 cores.")
+    click.echo("Fitting DMH (CLE -> GBE -> DAM, 3 rounds) at 100% and 50% pairing; "
+               "this takes a few minutes on 2 cores.")
     records = run_evaluation(
         data, methods=["dmh"], bits=_int_list(bits, "--bits"), paired_ratios=[1.0, 0.5], seeds=[seed], progress=True
     )
@@ -98,7 +99,8 @@ def demo(bits, seed, out):
     prior = _label_prior(data)
     click.echo(f"Label-prior baseline (random ranking): MAP ~ {prior:.3f}")
     if out:
-        _write_results(out, data, records, {"methods": ["dmh"], "bits": bits, "paired_ratios": [1.0, 0.5], "seeds": [seed]})
+        config = {"methods": ["dmh"], "bits": bits, "paired_ratios": [1.0, 0.5], "seeds": [seed]}
+        _write_results(out, data, records, config)
         click.echo(f"Wrote {out}")
 
 

@@ -120,7 +120,8 @@ def summarize(records: Sequence[dict], metric: str = "map") -> list[dict]:
         key = (r["method"], r["paired_ratio"], r["n_bits"], r["task"])
         groups.setdefault(key, []).append(r[metric])
     out = []
-    for (method, ratio, n_bits, task), vals in sorted(groups.items(), key=lambda kv: (kv[0][0], -kv[0][1], kv[0][2], kv[0][3])):
+    order = sorted(groups.items(), key=lambda kv: (kv[0][0], -kv[0][1], kv[0][2], kv[0][3]))
+    for (method, ratio, n_bits, task), vals in order:
         v = np.asarray(vals, dtype=float)
         out.append({
             "method": method, "paired_ratio": ratio, "n_bits": n_bits, "task": task,

@@ -117,7 +117,8 @@ def load_data(path, *, query_size=0.2, train_size=10_000, random_state=0, name: 
 def _from_generic(arrays, path, name) -> CrossModalData:
     for key in ("image", "text"):
         if key not in arrays:
-            raise KeyError(f"{path} lacks the key {key!r} ({'n x d_img image' if key == 'image' else 'n x d_txt text'} features)")
+            what = "n x d_img image" if key == "image" else "n x d_txt text"
+            raise KeyError(f"{path} lacks the key {key!r} ({what} features)")
     unknown = sorted(set(arrays) - set(GENERIC_KEYS))
     if unknown:
         raise KeyError(f"{path} has unknown keys {unknown}; the generic layout knows {list(GENERIC_KEYS)}")
@@ -146,7 +147,8 @@ def _from_toolkit(arrays, path, name) -> CrossModalData:
         if img is None and txt is None:
             if part == "db":
                 continue
-            raise KeyError(f"{path} lacks I_{part} and T_{part} (the {'training' if part == 'tr' else 'test'} image and text features)")
+            what = "training" if part == "tr" else "test"
+            raise KeyError(f"{path} lacks I_{part} and T_{part} (the {what} image and text features)")
         if img is None or txt is None:
             missing = f"I_{part}" if img is None else f"T_{part}"
             raise KeyError(f"{path} lacks {missing}: the toolkit layout needs both I_{part} and T_{part}")

@@ -71,7 +71,10 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
     for s in range(0, X_query.shape[0], chunk):
         Qc = np.ascontiguousarray(X_query[s : s + chunk], dtype=np.float32)
         D = f_sq[None, :] - 2.0 * (Qc @ F.T)  # squared distance up to the query's own norm
-        part = np.argpartition(D, kk - 1, axis=1)[:, :kk] if kk < F.shape[0] else np.tile(np.arange(kk), (Qc.shape[0], 1))
+        if kk < F.shape[0]:
+            part = np.argpartition(D, kk - 1, axis=1)[:, :kk]
+        else:
+            part = np.tile(np.arange(kk), (Qc.shape[0], 1))
         dp = np.take_along_axis(D, part, axis=1)
         order = np.lexsort((part, dp), axis=1)  # by distance, then by index: deterministic
         idx[s : s + Qc.shape[0]] = np.take_along_axis(part, order, axis=1)
@@ -294,7 +297,7 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     change = np.inf
     it = 0
     Ms = [None, None]
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 - `it` is reported after the loop
         Qs = [q_update(Zb, Y, Qp, q_method, M=M) for Zb, Qp, M in zip(Zbars, Qs, Ms, strict=True)]
         w = lle_weights(Y, nbrs, w_reg=w_reg)
         Wm = weight_matrix(nbrs, w, n)

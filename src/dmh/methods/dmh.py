@@ -127,7 +127,8 @@ class DMH(BaseHasher):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if isinstance(self.dam_epochs, bool) or not isinstance(self.dam_epochs, (int, np.integer)) or self.dam_epochs < 0:
+        epochs = self.dam_epochs
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
             raise ValueError(f"dam_epochs must be a non-negative integer, got {self.dam_epochs!r}")
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
             if not np.isfinite(getattr(self, name)) or getattr(self, name) < 0:
@@ -164,7 +165,6 @@ class DMH(BaseHasher):
         opts = {"image": None, "text": None}
         lrs = {"image": self.image_lr, "text": self.text_lr}
         H_relaxed = None
-        nbrs = None
         Y = None
         H = None
         rounds = range(self.n_rounds)
@@ -178,17 +178,13 @@ class DMH(BaseHasher):
             if r == 0 or self.refresh_features:
                 t0 = time.perf_counter()
                 views = [cle_mod.scale_view(Z, m) for Z, m in zip(Zs, masks, strict=True)]
-                if r > 0 and not self.refresh_features:
-                    nbrs_r = nbrs
-                else:
-                    nbrs_r = None
                 res = cle_mod.fit_cle(
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
-                    neighbour_pool=self.neighbour_pool, rng=rng, nbrs=nbrs_r,
+                    neighbour_pool=self.neighbour_pool, rng=rng,
                 )
-                nbrs, Y = res.nbrs, res.Y
+                Y = res.Y
                 history["cle"].append(res.objective)
                 t["cle"] = time.perf_counter() - t0
                 if bar:
