@@ -242,9 +242,7 @@ def _check_inputs(query_codes, database_codes, query_labels, database_labels):
         raise ValueError("there are no queries (0 query codes)")
     for name, lab in (("query_labels", ql), ("database_labels", dl)):
         if not (np.issubdtype(lab.dtype, np.number) or lab.dtype == np.bool_):
-            raise TypeError(
-                f"{name} must be numeric class ids or 0/1 multi-hot, got dtype {lab.dtype}"
-            )
+            raise TypeError(f"{name} must be numeric class ids or 0/1 multi-hot, got dtype {lab.dtype}")
     return q, d, _Relevance(ql, dl)
 
 
@@ -265,10 +263,10 @@ def _check_ks(values, name: str) -> tuple[int, ...]:
 
 
 # ---------------------------------------------------------------------------------------- engine
-def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_size=256):
+def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, full=True, buckets=True, chunk_size=256):
     """One pass over the queries; returns a dict of per-query arrays and pooled sums.
 
-    ``rank``: compute the position-tie-broken ranking (AP, AP@k, TopN-precision).
+    ``rank``: compute the position-tie-broken ranking (AP@k, TopN-precision; with ``full`` AP).
     ``buckets``: per-distance counts (tie-aware AP and TopN, PR by radius).
 
     Each query is handled on its own (distance row, relevance row, a stable radix sort of the
@@ -278,11 +276,7 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
     """
     n_bits, n_q, n = q.shape[1], q.shape[0], d.shape[0]
     b1 = n_bits + 1
-    if (
-        isinstance(chunk_size, bool)
-        or not isinstance(chunk_size, numbers.Integral)
-        or chunk_size < 1
-    ):
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     dist_of = _Distance(q, d)
     cut_k = np.minimum(np.asarray(top_ks, dtype=np.int64), n)
@@ -307,6 +301,7 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
     srel = np.empty(n, dtype=bool)
     sdist = np.empty(n, dtype=dist.dtype)
     levels = np.arange(b1, dtype=dist.dtype)
+    ranks = np.arange(1, n + 1, dtype=np.float64)
     key = np.empty(n, dtype=np.uint8 if 2 * b1 <= 256 else np.int64)
     step = int(chunk_size)
     for start in range(0, n_q, step):
@@ -326,14 +321,15 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
                 pos = np.flatnonzero(srel)  # 0-based ranked positions of the relevant items
                 n_rel = pos.size
                 # the m-th relevant item (m = 1, 2, ...) at ranked position p adds m / (p + 1)
-                contrib = np.arange(1, n_rel + 1) / (pos + 1.0)
-                out["ap"][i] = contrib.sum() / n_rel if n_rel else 0.0
+                if full:
+                    contrib = ranks[:n_rel] / (pos + 1.0)
+                    out["ap"][i] = contrib.sum() / n_rel if n_rel else 0.0
                 if cut_k.size:
                     r_k = np.searchsorted(pos, cut_k)
-                    csum = np.concatenate([[0.0], np.cumsum(contrib)])
-                    out["ap_at"][i] = np.divide(
-                        csum[r_k], r_k, out=np.zeros(r_k.size), where=r_k > 0
-                    )
+                    head = r_k.max()
+                    csum = np.zeros(head + 1)
+                    np.cumsum(ranks[:head] / (pos[:head] + 1.0), out=csum[1:])
+                    out["ap_at"][i] = np.divide(csum[r_k], r_k, out=np.zeros(r_k.size), where=r_k > 0)
                 if cut_n.size:
                     out["topn_hits"][i] = np.searchsorted(pos, cut_n)
                 r_cum[j] = np.searchsorted(pos, n_cum_row)
@@ -347,9 +343,7 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, buckets=True, chunk_si
             out["n_relevant"][i] = n_rel
         if buckets:
             n_cum = np.cumsum(tot, axis=1)
-            _bucket_metrics(
-                out, start, stop, tot, n_cum, r_cum, out["n_relevant"][start:stop], cut_n
-            )
+            _bucket_metrics(out, start, stop, tot, n_cum, r_cum, out["n_relevant"][start:stop], cut_n)
     return out
 
 
@@ -406,9 +400,7 @@ def average_precisions(
     if top_k is None:
         return _scan(q, d, rel, rank=True, buckets=False, chunk_size=chunk_size)["ap"]
     k = _check_k(top_k, "top_k")
-    return _scan(q, d, rel, top_ks=(k,), rank=True, buckets=False, chunk_size=chunk_size)["ap_at"][
-        :, 0
-    ]
+    return _scan(q, d, rel, top_ks=(k,), full=False, buckets=False, chunk_size=chunk_size)["ap_at"][:, 0]
 
 
 def mean_average_precision(
@@ -421,9 +413,7 @@ def mean_average_precision(
 ) -> float:
     """MAP over the whole database (``top_k=None``) or MAP@k; see the module docstring."""
     return float(
-        average_precisions(
-            query_codes, database_codes, query_labels, database_labels, top_k, chunk_size
-        ).mean()
+        average_precisions(query_codes, database_codes, query_labels, database_labels, top_k, chunk_size).mean()
     )
 
 
@@ -441,9 +431,7 @@ def mean_average_precision_tie_aware(
 ) -> float:
     """Mean of :func:`average_precisions_tie_aware`."""
     return float(
-        average_precisions_tie_aware(
-            query_codes, database_codes, query_labels, database_labels, chunk_size
-        ).mean()
+        average_precisions_tie_aware(query_codes, database_codes, query_labels, database_labels, chunk_size).mean()
     )
 
 
