@@ -36,7 +36,7 @@ def sign_codes(values: np.ndarray) -> np.ndarray:
 class BaseHasher(BaseEstimator):
     """Base class of every cross-modal hashing method in :mod:`dmh`.
 
-    Subclasses implement ``_fit(data, rng)``, ``_project(X, modality)`` (real-valued outputs whose
+    Subclasses implement ``_fit(data)``, ``_project(X, modality)`` (real-valued outputs whose
     sign is the code) and ``_get_state`` / ``_set_state`` (plain arrays for saving).
     """
 
