@@ -22,6 +22,12 @@ PUBLISHED_CMFH = {  # MAP over the database, SePH (CVPR 2015) as reprinted by LC
 }
 
 
+def _cell(c) -> str:
+    if c is None:
+        return ""
+    return f"{c['mean']:.3f}" if c["std"] is None else f"{c['mean']:.3f} ± {c['std']:.3f}"
+
+
 def render(payload) -> str:
     from dmh.evaluation import TASKS
 
@@ -29,7 +35,7 @@ def render(payload) -> str:
     bits = sorted({s["n_bits"] for s in summary})
     lines = [
         f"Wikipedia ({payload['dataset']}); MAP over the whole database (Hamming ranking, ties by "
-        f"database position), mean ± std over {max(s['n_seeds'] for s in summary)} seeds. "
+        f"database position), mean ± sample std over {max(s['n_seeds'] for s in summary)} seeds. "
         f"Label-prior MAP (random ranking): {payload['label_prior_map']:.3f}.",
         "",
         "| method | task | " + " | ".join(f"{b} bits" for b in bits) + " |",
@@ -39,8 +45,7 @@ def render(payload) -> str:
         for task in TASKS:
             cells = {s["n_bits"]: s for s in summary if s["paired_ratio"] == ratio and s["task"] == task}
             lines.append(f"| DMH ({ratio:.0%} paired) | {task} | "
-                         + " | ".join(f"{cells[b]['mean']:.3f} ± {cells[b]['std']:.3f}" if b in cells else ""
-                                      for b in bits)
+                         + " | ".join(_cell(cells.get(b)) for b in bits)
                          + " |")
     for task in TASKS:
         published = " | ".join(f"{PUBLISHED_CMFH[task].get(b, float('nan')):.3f}" for b in bits)

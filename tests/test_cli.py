@@ -20,7 +20,7 @@ TINY = ["--param", "dmh.d=8", "--param", "dmh.hidden_size=32", "--param", "dmh.n
 def test_evaluate_writes_records(tiny_file, tmp_path, capsys):
     out = tmp_path / "r.json"
     rc = main(["evaluate", str(tiny_file), "--bits", "8,16", "--paired-ratio", "1.0,0.5", "--seeds", "0",
-               "--out", str(out), *TINY])
+               "--out", str(out), "--plots", *TINY])
     assert rc == 0, capsys.readouterr().err
     payload = json.loads(out.read_text())
     recs = payload["results"]
@@ -28,7 +28,9 @@ def test_evaluate_writes_records(tiny_file, tmp_path, capsys):
     for r in recs:
         assert {"method", "n_bits", "paired_ratio", "seed", "task", "map"} <= set(r)
         assert r["task"] in ("image->text", "text->image") and 0 <= r["map"] <= 1
-    assert "| dmh |" in capsys.readouterr().out
+    assert "| DMH" in capsys.readouterr().out
+    assert out.with_suffix(".csv").exists() and out.with_suffix(".md").exists()
+    assert (tmp_path / "topn_16bits.png").exists() and (tmp_path / "pr_8bits.png").exists()
     # resume: nothing left to do, same records
     rc = main(["evaluate", str(tiny_file), "--bits", "8,16", "--paired-ratio", "1.0,0.5", "--out", str(out),
                "--resume", *TINY])

@@ -84,7 +84,8 @@ def cli():
 def demo(bits, seed, out):
     """DMH on the built-in UCI digits at 100% and 50% pairing; prints a MAP table."""
     from .datasets import BUILTIN, load_builtin
-    from .evaluation import markdown_table, run_evaluation, summarize
+    from .evaluation import run_evaluation
+    from .report import markdown_table
 
     data = load_builtin("uci-digits")
     click.echo(f"Data: {BUILTIN['uci-digits']}")
@@ -95,7 +96,8 @@ def demo(bits, seed, out):
         data, methods=["dmh"], bits=_int_list(bits, "--bits"), paired_ratios=[1.0, 0.5], seeds=[seed], progress=True
     )
     click.echo("")
-    click.echo(markdown_table(summarize(records), "MAP over the whole database (Hamming ranking)"))
+    click.echo("MAP over the whole database (Hamming ranking), image->text (I→T) and text->image (T→I):")
+    click.echo(markdown_table(records, "map", digits=3))
     prior = _label_prior(data)
     click.echo(f"Label-prior baseline (random ranking): MAP ~ {prior:.3f}")
     if out:
@@ -112,8 +114,20 @@ def _label_prior(data) -> float:
     return float(relevance(q.labels, db.labels).mean(axis=1).mean())
 
 
-def _write_results(path, data, records, config):
-    from .evaluation import summarize
+def _json_default(obj):
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
+
+
+def _write_results(path, data, records, config, tables: bool = False, plots: bool = False):
+    """The results JSON (``results``: one record per cell and task); with ``tables`` also CSV and
+    markdown beside it, with ``plots`` the TopN-precision and PR figures."""
+    from .report import summarize, write_csv, write_markdown
 
     payload = {
         "dataset": data.summary(),
@@ -122,7 +136,17 @@ def _write_results(path, data, records, config):
         "results": records,
         "summary": summarize(records),
     }
-    atomic_write_text(path, json.dumps(payload, indent=1))
+    path = Path(path)
+    atomic_write_text(path, json.dumps(payload, indent=1, default=_json_default))
+    written = [path]
+    if tables:
+        written.append(write_csv(records, path.with_suffix(".csv")))
+        written.append(write_markdown(records, path.with_suffix(".md")))
+    if plots:
+        from .plots import plot_curves
+
+        written += list(plot_curves(records, path.parent).values())
+    return written
 
 
 @cli.command()
@@ -134,11 +158,13 @@ def _write_results(path, data, records, config):
 @click.option("--param", "params", multiple=True, help="METHOD.KEY=VALUE or KEY=VALUE, e.g. dmh.n_rounds=2")
 @click.option("--out", type=click.Path(dir_okay=False), default="results.json", show_default=True)
 @click.option("--resume/--no-resume", default=False, help="skip cells already in --out")
-def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume):
+@click.option("--plots", is_flag=True, help="also write TopN-precision and PR-curve figures (PNG) beside --out")
+def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, plots):
     """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image."""
     from .datasets import load_dataset
-    from .evaluation import markdown_table, run_evaluation, summarize
+    from .evaluation import run_evaluation
     from .methods import get_method_class
+    from .report import markdown_table
 
     methods = [m.strip().lower() for m in method.split(",") if m.strip()]
     for m in methods:
@@ -171,9 +197,10 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume):
 
     run_evaluation(dataset, methods, bit_list, ratios, seed_list, mparams, on_record=save_partial, done=done,
                    progress=True)
-    _write_results(out, dataset, records, config)
-    click.echo(markdown_table(summarize(records), "MAP over the whole database"))
-    click.echo(f"Wrote {out}")
+    written = _write_results(out, dataset, records, config, tables=True, plots=plots)
+    click.echo("MAP over the whole database (Hamming ranking):")
+    click.echo(markdown_table(records, "map", digits=3))
+    click.echo("Wrote " + ", ".join(str(p) for p in written))
 
 
 @cli.command()

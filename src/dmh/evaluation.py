@@ -10,12 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from .data import CrossModalData, make_semi_paired
 from .methods import get_method_class
 
-__all__ = ["TASKS", "evaluate_model", "run_evaluation", "summarize"]
+__all__ = ["TASKS", "evaluate_model", "run_evaluation"]
 
 TASKS = ("image->text", "text->image")
 
@@ -111,39 +109,3 @@ def run_evaluation(
     if bar is not None:
         bar.close()
     return records
-
-
-def summarize(records: Sequence[dict], metric: str = "map") -> list[dict]:
-    """Mean and standard deviation (over seeds) per method, paired ratio, bit length and task."""
-    groups: dict = {}
-    for r in records:
-        key = (r["method"], r["paired_ratio"], r["n_bits"], r["task"])
-        groups.setdefault(key, []).append(r[metric])
-    out = []
-    order = sorted(groups.items(), key=lambda kv: (kv[0][0], -kv[0][1], kv[0][2], kv[0][3]))
-    for (method, ratio, n_bits, task), vals in order:
-        v = np.asarray(vals, dtype=float)
-        out.append({
-            "method": method, "paired_ratio": ratio, "n_bits": n_bits, "task": task,
-            "mean": float(v.mean()), "std": float(v.std(ddof=0)), "n_seeds": int(v.size),
-        })
-    return out
-
-
-def markdown_table(summary: Sequence[dict], metric_name: str = "MAP") -> str:
-    """One row per method and paired ratio; one column per task and bit length (mean ± std)."""
-    bits = sorted({s["n_bits"] for s in summary})
-    rows: dict = {}
-    for s in summary:
-        rows.setdefault((s["method"], s["paired_ratio"]), {})[(s["task"], s["n_bits"])] = s
-    header = "| method | paired | " + " | ".join(f"{t} {b}" for t in TASKS for b in bits) + " |"
-    sep = "|---|---|" + "---|" * (len(TASKS) * len(bits))
-    lines = [header, sep]
-    for (method, ratio), cells in rows.items():
-        vals = []
-        for t in TASKS:
-            for b in bits:
-                c = cells.get((t, b))
-                vals.append("" if c is None else f"{c['mean']:.3f} ± {c['std']:.3f}")
-        lines.append(f"| {method} | {ratio:.0%} | " + " | ".join(vals) + " |")
-    return "\n".join(lines) + f"\n\n{metric_name}, mean ± std over seeds.\n"
