@@ -5,7 +5,7 @@ faiss.IndexBinaryFlat called directly, over random codes.
                                                 [--bits 16,32,64,128] [--out bench_index.json]
 
 Each timing is the best of ``--repeat`` runs of one ``search(queries, k)`` call (index built
-beforehand). The faiss-direct column returns ties in faiss's own order; the index columns return
+beforehand); the three contenders alternate within each round. The faiss-direct column returns ties in faiss's own order; the index columns return
 them ordered by id (exact), which may need more candidates at low bit counts where ties are many.
 """
 
@@ -23,13 +23,16 @@ from dmh._atomic import atomic_write_text
 from dmh.index import HammingIndex, available_backends, pack_codes
 
 
-def best_time(fn, repeat):
-    times = []
+def interleaved_best(contenders, repeat):
+    """Best time of each contender over ``repeat`` rounds, the contenders alternating inside each
+    round, so that a change of machine load affects them alike."""
+    best = {name: float("inf") for name in contenders}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
 
 
 def run(n_database, n_queries, k, bits, repeat, seed=0):
@@ -40,28 +43,27 @@ def run(n_database, n_queries, k, bits, repeat, seed=0):
         db = rng.integers(0, 256, size=(n_database, n_bits // 8), dtype=np.uint8)
         queries = pack_codes(np.where(rng.random((n_queries, n_bits)) > 0.5, 1, -1))
         row = {"n_bits": n_bits, "n_database": n_database, "n_queries": n_queries, "k": k}
-        results = {}
+        results, contenders = {}, {}
         for backend in available_backends():
             index = HammingIndex(n_bits, backend=backend).add(db)
             if backend == "faiss":
                 index._faiss()  # build the faiss index outside the timing
-            sec = best_time(
-                lambda index=index, backend=backend, queries=queries, results=results: (
-                    results.__setitem__(backend, index.search(queries, k))
-                ),
-                repeat,
-            )
-            row[f"{backend}_qps"] = n_queries / sec
-            row[f"{backend}_s"] = sec
-        if "faiss" in results:
+
+            def call(index=index, backend=backend):
+                results[backend] = index.search(queries, k)
+
+            contenders[backend] = call
+        if "faiss" in contenders:
             import faiss
 
             flat = faiss.IndexBinaryFlat(n_bits)
             flat.add(db)
-            sec = best_time(lambda flat=flat, queries=queries: flat.search(queries, k), repeat)
-            row["faiss_direct_qps"] = n_queries / sec
-            row["faiss_direct_s"] = sec
+            contenders["faiss_direct"] = lambda flat=flat: flat.search(queries, k)
             row["threads_faiss"] = faiss.omp_get_max_threads()
+        for name, sec in interleaved_best(contenders, repeat).items():
+            row[f"{name}_qps"] = n_queries / sec
+            row[f"{name}_s"] = sec
+        if "faiss" in results:
             np.testing.assert_array_equal(results["numpy"][0], results["faiss"][0])
             np.testing.assert_array_equal(results["numpy"][1], results["faiss"][1])
             row["backends_identical"] = True
