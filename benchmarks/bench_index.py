@@ -5,8 +5,9 @@ faiss.IndexBinaryFlat called directly, over random codes.
                                                 [--bits 16,32,64,128] [--out bench_index.json]
 
 Each timing is the best of ``--repeat`` runs of one ``search(queries, k)`` call (index built
-beforehand); the three contenders alternate within each round. The faiss-direct column returns ties in faiss's own order; the index columns return
-them ordered by id (exact), which may need more candidates at low bit counts where ties are many.
+beforehand); the three contenders alternate within each round. The faiss-direct column returns
+ties in faiss's own order; the index columns return them ordered by id (exact), which may need
+more candidates at low bit counts where ties are many.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def run(n_database, n_queries, k, bits, repeat, seed=0):
             if backend == "faiss":
                 index._faiss()  # build the faiss index outside the timing
 
-            def call(index=index, backend=backend):
+            def call(index=index, backend=backend, queries=queries, results=results):
                 results[backend] = index.search(queries, k)
 
             contenders[backend] = call
@@ -58,7 +59,7 @@ def run(n_database, n_queries, k, bits, repeat, seed=0):
 
             flat = faiss.IndexBinaryFlat(n_bits)
             flat.add(db)
-            contenders["faiss_direct"] = lambda flat=flat: flat.search(queries, k)
+            contenders["faiss_direct"] = lambda flat=flat, queries=queries: flat.search(queries, k)
             row["threads_faiss"] = faiss.omp_get_max_threads()
         for name, sec in interleaved_best(contenders, repeat).items():
             row[f"{name}_qps"] = n_queries / sec
