@@ -29,9 +29,8 @@ def make_records(with_curves=True):
         for n_bits in (16, 32):
             for task in ("image->text", "text->image"):
                 for seed in (0, 1, 2):
-                    rec = dict(
-                        base, method=method, paired_ratio=ratio, seed=seed, task=task, n_bits=n_bits
-                    )
+                    rec = dict(base, method=method, paired_ratio=ratio, seed=seed, task=task, n_bits=n_bits)
+                    rec.update(fit_seconds=1.5, n_train=80, n_paired=int(80 * ratio))
                     rec["map"] = 0.5 + 0.1 * seed + (0.01 if method == "dmh" else 0) + n_bits / 1000
                     records.append(rec)
     return records
@@ -49,10 +48,7 @@ def test_summary_is_mean_and_sample_std_over_seeds():
     row = next(
         r
         for r in rows
-        if r["method"] == "dmh"
-        and r["paired_ratio"] == 0.5
-        and r["n_bits"] == 16
-        and r["task"] == "image->text"
+        if r["method"] == "dmh" and r["paired_ratio"] == 0.5 and r["n_bits"] == 16 and r["task"] == "image->text"
     )
     assert row["n_seeds"] == 3
     assert row["mean"] == pytest.approx(0.5 + 0.1 + 0.01 + 0.016)
@@ -94,6 +90,7 @@ def test_write_reports_writes_every_file(tmp_path):
     assert "topn" not in rows[0]
     md = paths["markdown"].read_text()
     assert "## map\n" in md and "## map_tie_aware" in md and "## precision@radius2" in md
+    assert "fit_seconds" not in md and "n_train" not in md and "fit_seconds" in rows[0]
     for key in ("topn_16bits", "pr_16bits", "topn_32bits", "pr_32bits"):
         assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list((tmp_path / "out").glob(".*tmp"))

@@ -58,7 +58,7 @@ _ID_KEYS = ("method", "paired_ratio", "seed", "task", "n_bits")
 #: metrics shown first, in this order, when present
 _PREFERRED = ("map", "map_tie_aware", "map@50", "precision@radius2")
 #: scalar keys that describe the run rather than measure it
-_NOT_METRICS = {"n_bits", "paired_ratio", "seed", "n_query", "n_database"}
+_NOT_METRICS = {"n_bits", "paired_ratio", "seed", "n_query", "n_database", "n_train", "n_paired"}
 _TASK_SHORT = {"image->text": "I→T", "text->image": "T→I"}
 
 
@@ -74,15 +74,11 @@ def check_records(records) -> list[dict]:
             raise TypeError(f"record {i} is a {type(rec).__name__}, expected a dict")
         missing = [k for k in REQUIRED_KEYS if k not in rec]
         if missing:
-            raise ValueError(
-                f"record {i} lacks {missing}; every record needs {list(REQUIRED_KEYS)}"
-            )
+            raise ValueError(f"record {i} lacks {missing}; every record needs {list(REQUIRED_KEYS)}")
         if rec["task"] not in TASKS:
             raise ValueError(f"record {i} has task {rec['task']!r}; expected one of {TASKS}")
         if not isinstance(rec["n_bits"], numbers.Integral) or rec["n_bits"] < 1:
-            raise ValueError(
-                f"record {i} has n_bits {rec['n_bits']!r}; expected a positive integer"
-            )
+            raise ValueError(f"record {i} has n_bits {rec['n_bits']!r}; expected a positive integer")
         ratio = rec["paired_ratio"]
         if not isinstance(ratio, numbers.Real) or not 0 < ratio <= 1:
             raise ValueError(f"record {i} has paired_ratio {ratio!r}; expected a number in (0, 1]")
@@ -170,9 +166,7 @@ def markdown_table(records, metric: str = "map", digits: int = 4) -> str:
     rows = summarize(records, metric)
     if not rows:
         raise ValueError(f"no record holds the metric {metric!r}")
-    columns = sorted(
-        {(r["task"], r["n_bits"]) for r in rows}, key=lambda c: (TASKS.index(c[0]), c[1])
-    )
+    columns = sorted({(r["task"], r["n_bits"]) for r in rows}, key=lambda c: (TASKS.index(c[0]), c[1]))
     row_keys = list(dict.fromkeys((r["method"], r["paired_ratio"], r["label"]) for r in rows))
     cells = {(r["method"], r["paired_ratio"], r["task"], r["n_bits"]): r for r in rows}
     header = ["Method"] + [f"{_TASK_SHORT[t]} {b} bits" for t, b in columns]
@@ -240,14 +234,14 @@ def write_csv(records, path) -> Path:
 
 
 def write_markdown(records, path, metrics=None, digits: int = 4) -> Path:
-    """One markdown table per metric (default: every scalar metric present), atomically."""
+    """One markdown table per metric, atomically. Default: every scalar metric present except
+    timings (keys ending in ``_seconds``, which stay in the CSV file)."""
     records = check_records(records)
-    metrics = scalar_metrics(records) if metrics is None else list(metrics)
+    if metrics is None:
+        metrics = [m for m in scalar_metrics(records) if not m.endswith("_seconds")]
     parts = []
     for metric in metrics:
-        parts.append(
-            f"## {metric}\n\nmean ± std over seeds\n\n{markdown_table(records, metric, digits)}"
-        )
+        parts.append(f"## {metric}\n\nmean ± std over seeds\n\n{markdown_table(records, metric, digits)}")
     path = Path(path)
     atomic_write_text(path, "\n".join(parts))
     return path
