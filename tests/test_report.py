@@ -70,9 +70,9 @@ def test_markdown_table_layout():
 
 
 def test_write_reports_writes_every_file(tmp_path):
-    records = make_records()
+    records = [r for r in make_records() if r["n_bits"] == 16]  # two figures keep the test fast
     paths = write_reports(records, tmp_path / "out", plots=True)
-    assert {"json", "csv", "markdown", "topn_16bits", "pr_32bits"} <= set(paths)
+    assert set(paths) == {"json", "csv", "markdown", "topn_16bits", "pr_16bits"}
     loaded = json.loads(paths["json"].read_text())
     assert len(loaded) == len(records) and loaded[0]["topn"]["n"] == [1, 10, 50]
     rows = list(csv.DictReader(io.StringIO(paths["csv"].read_text())))
@@ -91,7 +91,7 @@ def test_write_reports_writes_every_file(tmp_path):
     md = paths["markdown"].read_text()
     assert "## map\n" in md and "## map_tie_aware" in md and "## precision@radius2" in md
     assert "fit_seconds" not in md and "n_train" not in md and "fit_seconds" in rows[0]
-    for key in ("topn_16bits", "pr_16bits", "topn_32bits", "pr_32bits"):
+    for key in ("topn_16bits", "pr_16bits"):
         assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list((tmp_path / "out").glob(".*tmp"))
 
