@@ -74,12 +74,23 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--bits", default="16,32,64,128")
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "wiki_dmh.json"))
+    ap.add_argument("--merge", nargs="*", default=[],
+                    help="results files of runs split by seed (e.g. in parallel processes) to merge into --out")
     args = ap.parse_args(argv)
     if not Path(args.data).exists():
         print(f"Wikipedia data file not found: {args.data}", file=sys.stderr)
         return 2
     from dmh.cli import main as dmh_main
 
+    if args.merge:
+        from dmh._atomic import atomic_write_text
+        from dmh.report import summarize
+
+        parts = [json.loads(Path(p).read_text()) for p in args.merge]
+        merged = dict(parts[0])
+        merged["results"] = [r for p in parts for r in p["results"]]
+        merged["summary"] = summarize(merged["results"])
+        atomic_write_text(args.out, json.dumps(merged, indent=1))
     rc = dmh_main(["evaluate", args.data, "--method", "dmh", "--bits", args.bits, "--paired-ratio", "1.0,0.5",
                    "--seeds", args.seeds, "--out", args.out, "--resume"])
     if rc:

@@ -19,11 +19,9 @@ TASKS = ("image->text", "text->image")
 
 
 def _score(query_codes, database_codes, query_labels, database_labels) -> dict:
-    from . import metrics
+    from .metrics import evaluate_retrieval
 
-    if hasattr(metrics, "evaluate_retrieval"):
-        return metrics.evaluate_retrieval(query_codes, database_codes, query_labels, database_labels)
-    return {"map": metrics.mean_average_precision(query_codes, database_codes, query_labels, database_labels)}
+    return evaluate_retrieval(query_codes, database_codes, query_labels, database_labels)
 
 
 def evaluate_model(model, query: CrossModalData, database: CrossModalData) -> dict[str, dict]:
