@@ -13,6 +13,9 @@ METHODS: dict[str, tuple[str, str]] = {
     "cvh": ("dmh.baselines.cvh", "CVH"),
     "imh": ("dmh.baselines.imh", "IMH"),
     "cmfh": ("dmh.baselines.cmfh", "CMFH"),
+    "lssh": ("dmh.baselines.lssh", "LSSH"),
+    "stmh": ("dmh.baselines.stmh", "STMH"),
+    "fsh": ("dmh.baselines.fsh", "FSH"),
 }
 
 
