@@ -54,8 +54,9 @@ def test_q_update_satisfies_constraint_and_does_not_increase_objective(d):
 def test_w_rows_sum_to_one_and_w_update_minimises_local_term():
     Zs, masks, rng = _problem()
     nbrs, Y, _, _, _ = _state(Zs, masks, rng)
-    w = cle.lle_weights(Y, nbrs)
+    w = cle.lle_weights(Y, nbrs, w_reg=0.0)  # Eq. 22 exactly
     assert np.allclose(w.sum(1), 1.0)
+    assert np.allclose(cle.lle_weights(Y, nbrs).sum(1), 1.0)
     n = Y.shape[0]
     loc = lambda w_: np.sum((Y - cle.weight_matrix(nbrs, w_, n) @ Y) ** 2)  # noqa: E731
     for _ in range(10):  # any other weights summing to one do no better
@@ -63,6 +64,19 @@ def test_w_rows_sum_to_one_and_w_update_minimises_local_term():
         other /= other.sum(1, keepdims=True)
         assert loc(w) <= loc(other) + 1e-9
     assert loc(w) <= loc(np.full_like(w, 1.0 / w.shape[1])) + 1e-12
+    # with w_reg > 0 each row minimises ||B_i w||^2 + w_reg tr(A_i) ||w||^2 over sum-to-one weights
+    wr = cle.lle_weights(Y, nbrs, w_reg=0.1)
+    Bt = Y[:, None, :] - Y[nbrs]
+    A = np.einsum("nkd,nld->nkl", Bt, Bt)
+    tr = np.trace(A, axis1=1, axis2=2)
+
+    def ridge(w_):
+        return np.einsum("nk,nkl,nl->n", w_, A, w_) + 0.1 * tr * np.sum(w_ * w_, axis=1)
+
+    for _ in range(10):
+        other = rng.normal(size=w.shape)
+        other /= other.sum(1, keepdims=True)
+        assert np.all(ridge(wr) <= ridge(other) + 1e-9)
 
 
 def test_w_is_regularised_when_singular():
@@ -144,12 +158,15 @@ def test_neighbours_follow_the_paper():
 def test_fit_cle_records_objective_and_each_step_descends():
     Zs, masks, rng = _problem()
     res = cle.fit_cle(Zs, masks, d=6, k=3, max_iter=15, tol=1e-12, rng=0)
+    # on semi-paired data, the default regularised W keeps CLE from drifting (see lle_weights)
+    obj = np.array(res.objective)
+    assert obj[-1] < 1.05 * obj[1]
     assert len(res.objective) == res.n_iter and np.isfinite(res.objective).all()
     # without missing modalities the complement step is inert, so the whole iteration descends
     full = [np.ones(50, bool), np.ones(50, bool)]
     rng = np.random.default_rng(0)
     Zf = [cle.scale_view(rng.normal(size=(50, 8)), full[0]), cle.scale_view(rng.normal(size=(50, 7)), full[1])]
     with pytest.warns(Warning):
-        r2 = cle.fit_cle(Zf, full, d=5, k=3, max_iter=10, tol=0.0, rng=0)
+        r2 = cle.fit_cle(Zf, full, d=5, k=3, max_iter=10, tol=0.0, rng=0, w_reg=0.0)
     obj = np.array(r2.objective)
     assert np.all(np.diff(obj) <= 1e-10 * np.abs(obj[:-1]))

@@ -22,8 +22,13 @@ Choices where the paper is silent or loose (each an option of :func:`fit_cle`):
   equation, solved by conjugate gradients), so every step of Algorithm 1 that minimises something
   decreases the objective. ``"jacobi"`` is Eq. 25 literally, which treats the neighbours
   ``y_ij`` as constants; it can increase the objective.
-* ``W`` (Eq. 22) is regularised (``A_i + w_reg * tr(A_i) I``) only for rows whose ``A_i`` is
-  (numerically) singular.
+* ``W`` (Eq. 22) is solved with ``A_i + w_reg * tr(A_i) I`` (``w_reg = 0.1``; ``0`` gives Eq. 22
+  exactly, regularised only where ``A_i`` is singular). Without it CLE does not settle on
+  semi-paired data: an unpaired object's ``y_i`` is pulled into the affine hull of its neighbours
+  by both its complemented description (Eq. 5) and the local term, which makes ``A_i`` nearly
+  singular and its weights large, and the complement step feeds them back. Measured on Wikipedia
+  at 50% pairing: with ``w_reg = 1e-3`` Eq. 6 rose from 0.781 to 0.927 over 30 iterations and
+  weights reached 3.7 in magnitude (24 without regularisation); with ``0.1`` it settled at 0.789.
 * Neighbours of a paired object: ``neighbour_pool`` nearest paired objects in each description
   space; those in both lists come first, ordered by the sum of their two ranks; when fewer than
   ``k`` are common, the list is filled with the remaining candidates by the same order (a
@@ -112,11 +117,13 @@ def unpaired_neighbours(Zq: np.ndarray, Zp: np.ndarray, k: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- W (Eq. 22)
-def lle_weights(Y: np.ndarray, nbrs: np.ndarray, w_reg: float = 1e-3, rcond: float = 1e-10) -> np.ndarray:
-    """Eq. 22: ``W_i = A_i^-1 1 / (1' A_i^-1 1)`` with ``A_i = B_i' B_i``, ``B_i = [y_i - y_ij]_j``.
+def lle_weights(Y: np.ndarray, nbrs: np.ndarray, w_reg: float = 0.1, rcond: float = 1e-10,
+                singular_reg: float = 1e-3) -> np.ndarray:
+    """Eq. 22: ``W_i = A_i^-1 1 / (1' A_i^-1 1)`` with ``A_i = B_i' B_i``, ``B_i = [y_i - y_ij]_j``,
+    with ``A_i`` replaced by ``A_i + w_reg * tr(A_i) I`` (``w_reg = 0``: Eq. 22 exactly).
 
     ``nbrs`` (n x k) holds global row indices into ``Y``. Rows whose ``A_i`` is singular (smallest
-    eigenvalue below ``rcond`` times the largest) are regularised with ``w_reg * tr(A_i)``; rows with
+    eigenvalue below ``rcond`` times the largest) get at least ``singular_reg * tr(A_i)``; rows with
     ``A_i = 0`` (all neighbours equal to ``y_i``) get uniform weights.
     """
     n, k = nbrs.shape
@@ -125,8 +132,9 @@ def lle_weights(Y: np.ndarray, nbrs: np.ndarray, w_reg: float = 1e-3, rcond: flo
     eig = np.linalg.eigvalsh(A)
     tr = np.trace(A, axis1=1, axis2=2)
     singular = eig[:, 0] <= rcond * np.maximum(eig[:, -1], np.finfo(float).tiny)
-    if singular.any():
-        A[singular] += (w_reg * np.maximum(tr[singular], np.finfo(float).tiny))[:, None, None] * np.eye(k)
+    ridge = np.where(singular, max(w_reg, singular_reg), w_reg) * np.maximum(tr, np.finfo(float).tiny)
+    if np.any(ridge > 0):
+        A += ridge[:, None, None] * np.eye(k)
     w = np.linalg.solve(A, np.ones((n, k, 1)))[..., 0]
     s = w.sum(axis=1, keepdims=True)
     bad = ~np.isfinite(w).all(axis=1) | (np.abs(s[:, 0]) < 1e-300) | (tr <= 0)
@@ -277,7 +285,7 @@ def find_neighbours(Zs, masks, k: int, pool: int) -> np.ndarray:
 
 def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float = 0.01,
             max_iter: int = 30, tol: float = 1e-4, complement_how: str = "lle",
-            q_method: str = "procrustes", y_method: str = "exact", w_reg: float = 1e-3,
+            q_method: str = "procrustes", y_method: str = "exact", w_reg: float = 0.1,
             neighbour_pool: int = 30, rng: np.random.Generator | None = None,
             Y_init: np.ndarray | None = None, nbrs: np.ndarray | None = None) -> CLEResult:
     """Algorithm 1. ``Zs``: the two description matrices (n x d_v; missing rows are ignored),

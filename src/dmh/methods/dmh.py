@@ -75,8 +75,8 @@ class DMH(BaseHasher):
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity="clip",
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="pca",
-                 cle_max_iter=50, cle_tol=1e-5, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
-                 neighbour_pool=30, w_reg=1e-3, chunk_size=1024, random_state=None, verbose=False):
+                 cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
+                 neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, verbose=False):
         self.n_bits = n_bits
         self.d = d
         self.k = k
