@@ -661,9 +661,7 @@ def _labels(cfg: dict) -> dict:
     out = {}
     for run in cfg["runs"]:
         ratios = [float(r) for r in run["paired_ratios"]]
-        show = set(ratios) != {1.0} or any(
-            float(r) != 1.0 for other in cfg["runs"] if other["label"] == run["label"] for r in other["paired_ratios"]
-        )
+        show = set(ratios) != {1.0}  # the rule of dmh.report (and so of the plots' legends)
         for r in ratios:
             out[(run["label"], r)] = method_label(run["label"], r, show)
     return out
