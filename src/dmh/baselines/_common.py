@@ -121,27 +121,32 @@ def lasso_fista(X: np.ndarray, D: np.ndarray, lam: float, S0: np.ndarray | None 
     S = np.zeros((n, K)) if S0 is None else np.array(S0, dtype=np.float64, copy=True)
     if n == 0:
         return S
-    L = 2.0 * float(np.linalg.norm(D, 2)) ** 2  # Lipschitz constant of the gradient
+    L = 2.0 * _largest_sq_singular_value(D)  # Lipschitz constant of the gradient
     if L <= 0.0:
         return np.zeros((n, K))
+    # The iterations run in float32 (they are memory-bound); objectives are compared in float64.
+    f32 = np.float32
     # gradient step  V - grad(V) / L  =  V - (2/L) (V D D' - X D')
-    XDt = X @ D.T
-    XDt *= 2.0 / L
-    G = (D @ D.T) * (2.0 / L) if K <= 2 * D.shape[1] else None
-    Dt2 = D.T * (2.0 / L)
-    thr = lam / L
-    f_start = lasso_objective(X, S, D, lam) if S0 is not None else None
-    Y = S.copy()
-    S_prev = S
+    XDt = ((X @ D.T) * (2.0 / L)).astype(f32)
+    if K <= 2 * D.shape[1]:
+        G = ((D @ D.T) * (2.0 / L)).astype(f32)
+        D1 = D2 = None
+    else:
+        G = None
+        D1 = np.ascontiguousarray(D, dtype=f32)
+        D2 = np.ascontiguousarray(D.T * (2.0 / L), dtype=f32)
+    thr = f32(lam / L)
+    Y = S.astype(f32)
+    S_prev = Y.copy()
     t = 1.0
     for it in range(1, max_iter + 1):
-        Z = Y - (Y @ G if G is not None else (Y @ D) @ Dt2)
+        Z = Y - (Y @ G if G is not None else (Y @ D1) @ D2)
         Z += XDt
         _soft_inplace(Z, thr)
         t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
         # Y = Z + (t - 1)/t_new (Z - S_prev)
         Y = Z - S_prev
-        Y *= (t - 1.0) / t_new
+        Y *= f32((t - 1.0) / t_new)
         Y += Z
         if it % 5 == 0 or it == max_iter:
             change = float(np.abs(Z - S_prev).max())
@@ -149,12 +154,18 @@ def lasso_fista(X: np.ndarray, D: np.ndarray, lam: float, S0: np.ndarray | None 
                 S_prev = Z
                 break
         S_prev, t = Z, t_new
-    S_new = S_prev
-    if f_start is not None:
-        worse = lasso_objective(X, S_new, D, lam) > f_start
+    S_new = S_prev.astype(np.float64)
+    if S0 is not None:
+        worse = lasso_objective(X, S_new, D, lam) > lasso_objective(X, S, D, lam)
         if worse.any():
             S_new[worse] = S[worse]
     return S_new
+
+
+def _largest_sq_singular_value(D: np.ndarray) -> float:
+    """``||D||_2^2`` from the eigenvalues of the smaller Gram matrix (cheaper than an SVD)."""
+    G = D.T @ D if D.shape[0] >= D.shape[1] else D @ D.T
+    return float(np.linalg.eigvalsh(G)[-1]) if G.size else 0.0
 
 
 # ---------------------------------------------------------------------- dictionary update
