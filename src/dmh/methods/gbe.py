@@ -189,8 +189,14 @@ class GBEResult:
 
 
 def init_codes(Y: np.ndarray, n_bits: int, how: str, rng: np.random.Generator) -> np.ndarray:
-    """``"pca"``: the top principal components of Y, each scaled to unit variance (columns beyond
-    the rank of Y are small random values); ``"random"``: standard normal (Algorithm 2)."""
+    """``"pca"``: the projections of Y on its top principal directions, keeping their relative
+    scale (the first has unit variance; columns beyond the rank of Y are small random values);
+    ``"random"``: standard normal (Algorithm 2).
+
+    Keeping the spectrum matters: scaling every component to unit variance gives directions that
+    carry almost nothing the same weight as the main ones. On Wikipedia (CLE features, fully
+    paired) the training codes' MAP was 0.162 at 128 bits with unit-variance components, 0.144
+    with random initial codes and 0.249 with the spectrum kept (64 bits: 0.452, 0.452, 0.474)."""
     n = Y.shape[0]
     if how == "random":
         return rng.standard_normal((n, n_bits))
@@ -201,8 +207,8 @@ def init_codes(Y: np.ndarray, n_bits: int, how: str, rng: np.random.Generator) -
     r = int(min(n_bits, (s > s[0] * 1e-8).sum() if s.size and s[0] > 0 else 0))
     H = 0.01 * rng.standard_normal((n, n_bits))
     if r:
-        comp = U[:, :r]
-        H[:, :r] = comp / comp.std(0, keepdims=True).clip(min=1e-12)
+        comp = U[:, :r] * s[:r]
+        H[:, :r] = comp / max(comp[:, 0].std(), 1e-12)
     return H
 
 
