@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._atomic import atomic_path
+from ._json import jsonable as _jsonable
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
 
@@ -139,24 +140,6 @@ class BaseHasher(BaseEstimator):
         if cls is not BaseHasher and not isinstance(model, cls):
             raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
         return model
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    if isinstance(obj, np.random.Generator | np.random.RandomState):
-        return None  # a generator object cannot be saved; the seed is what matters
-    return repr(obj)
 
 
 def load_model(path) -> BaseHasher:

@@ -114,19 +114,10 @@ def _label_prior(data) -> float:
     return float(relevance(q.labels, db.labels).mean(axis=1).mean())
 
 
-def _json_default(obj):
-    import numpy as np
-
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
-
-
 def _write_results(path, data, records, config, tables: bool = False, plots: bool = False):
     """The results JSON (``results``: one record per cell and task); with ``tables`` also CSV and
     markdown beside it, with ``plots`` the TopN-precision and PR figures."""
+    from ._json import jsonable
     from .report import summarize, write_csv, write_markdown
 
     payload = {
@@ -137,7 +128,7 @@ def _write_results(path, data, records, config, tables: bool = False, plots: boo
         "summary": summarize(records),
     }
     path = Path(path)
-    atomic_write_text(path, json.dumps(payload, indent=1, default=_json_default))
+    atomic_write_text(path, json.dumps(jsonable(payload), indent=1))
     written = [path]
     if tables:
         written.append(write_csv(records, path.with_suffix(".csv")))

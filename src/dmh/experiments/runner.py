@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .._atomic import atomic_write_text
+from .._json import jsonable as _jsonable
 
 __all__ = [
     "KINDS",
@@ -627,23 +628,6 @@ def summarize_records(records: Sequence[dict], metric: str) -> list[dict]:
             }
         )
     return out
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple | np.ndarray):
-        return [_jsonable(v) for v in (obj.tolist() if isinstance(obj, np.ndarray) else obj)]
-    if isinstance(obj, bool | np.bool_):
-        return bool(obj)
-    if isinstance(obj, numbers.Integral):
-        return int(obj)
-    if isinstance(obj, numbers.Real):
-        value = float(obj)
-        return value if math.isfinite(value) else None
-    if obj is None or isinstance(obj, str):
-        return obj
-    return str(obj)
 
 
 # ------------------------------------------------------------------------------------ outputs
