@@ -99,3 +99,23 @@ def check_int(value, name: str, owner: str, minimum: int = 1) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+class LinearHashMixin:
+    """For methods whose hash functions are ``sign((x - mean_v) @ P_v)``: projection, and the
+    saved state of ``projections_`` and ``means_`` (subclasses add their own arrays)."""
+
+    def _project(self, X, modality):
+        return (X - self.means_[modality]) @ self.projections_[modality]
+
+    def _linear_state(self) -> dict:
+        return {
+            "image_projection": self.projections_["image"],
+            "text_projection": self.projections_["text"],
+            "image_mean": self.means_["image"],
+            "text_mean": self.means_["text"],
+        }
+
+    def _set_linear_state(self, state) -> None:
+        self.projections_ = {m: np.asarray(state[f"{m}_projection"]) for m in ("image", "text")}
+        self.means_ = {m: np.asarray(state[f"{m}_mean"]) for m in ("image", "text")}

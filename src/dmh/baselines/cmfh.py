@@ -37,7 +37,7 @@ from sklearn.utils import check_random_state
 
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ._utils_a import centre, check_int, check_nonnegative, check_positive
+from ._utils_a import LinearHashMixin, centre, check_int, check_nonnegative, check_positive
 
 __all__ = ["CMFH", "cmfh_objective", "update_U", "update_V", "update_P"]
 
@@ -79,7 +79,7 @@ def hash_solver(X, mu: float, gamma: float) -> np.ndarray:
     return linalg.solve(X @ X.T + (gamma / mu) * np.eye(d), X, assume_a="pos").T
 
 
-class CMFH(BaseHasher):
+class CMFH(LinearHashMixin, BaseHasher):
     """Collective Matrix Factorization Hashing (Ding et al., CVPR 2014 / TIP 2016).
 
     Trains on the **paired** objects of the data only (image-only and text-only objects of
@@ -181,20 +181,13 @@ class CMFH(BaseHasher):
         self.n_iter_ = n_iter
         self.latent_ = V.T.copy()
 
-    def _project(self, X, modality):
-        return (X - self.means_[modality]) @ self.projections_[modality]
-
     def _get_state(self):
         return {
-            "image_projection": self.projections_["image"],
-            "text_projection": self.projections_["text"],
-            "image_mean": self.means_["image"],
-            "text_mean": self.means_["text"],
+            **self._linear_state(),
             "objective": self.objective_,
         }
 
     def _set_state(self, state):
-        self.projections_ = {m: np.asarray(state[f"{m}_projection"]) for m in ("image", "text")}
-        self.means_ = {m: np.asarray(state[f"{m}_mean"]) for m in ("image", "text")}
+        self._set_linear_state(state)
         self.objective_ = np.asarray(state["objective"])
         self.n_iter_ = self.objective_.size - 1

@@ -43,7 +43,7 @@ from sklearn.utils import check_random_state
 
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ._utils_a import centre, check_nonnegative, fix_column_signs
+from ._utils_a import LinearHashMixin, centre, check_nonnegative, fix_column_signs
 
 __all__ = ["CVH", "cvh_eigenproblem"]
 
@@ -68,7 +68,7 @@ def cvh_eigenproblem(Xi: np.ndarray, Xt: np.ndarray, reg: float):
     return P, Q, ridge
 
 
-class CVH(BaseHasher):
+class CVH(LinearHashMixin, BaseHasher):
     """Cross-View Hashing (Kumar & Udupa, IJCAI 2011) for two modalities.
 
     Trains on the **paired** objects of the data only (the image-only and text-only objects of
@@ -147,22 +147,15 @@ class CVH(BaseHasher):
         self.objective_ = float(evals.sum())
         self.n_iter_ = 1
 
-    def _project(self, X, modality):
-        return (X - self.means_[modality]) @ self.projections_[modality]
-
     def _get_state(self):
         return {
-            "image_projection": self.projections_["image"],
-            "text_projection": self.projections_["text"],
-            "image_mean": self.means_["image"],
-            "text_mean": self.means_["text"],
+            **self._linear_state(),
             "eigenvalues": self.eigenvalues_,
             "ridge": self.ridge_,
         }
 
     def _set_state(self, state):
-        self.projections_ = {m: np.asarray(state[f"{m}_projection"]) for m in ("image", "text")}
-        self.means_ = {m: np.asarray(state[f"{m}_mean"]) for m in ("image", "text")}
+        self._set_linear_state(state)
         self.eigenvalues_ = np.asarray(state["eigenvalues"])
         self.ridge_ = np.asarray(state["ridge"])
         self.objective_ = float(self.eigenvalues_.sum())

@@ -43,6 +43,7 @@ from sklearn.utils import check_random_state
 from ..base import BaseHasher
 from ..data import CrossModalData
 from ._utils_a import (
+    LinearHashMixin,
     centre,
     check_int,
     check_nonnegative,
@@ -137,7 +138,7 @@ def _dense(L):
     return L.toarray() if hasattr(L, "toarray") else np.asarray(L)
 
 
-class IMH(BaseHasher):
+class IMH(LinearHashMixin, BaseHasher):
     """Inter-Media Hashing (Song et al., SIGMOD 2013) for semi-paired image-text data.
 
     Uses **all** observed objects: the k-NN graph of each medium spans its paired and unpaired
@@ -222,21 +223,14 @@ class IMH(BaseHasher):
         self.objective_ = float(evals.sum())
         self.n_iter_ = 1
 
-    def _project(self, X, modality):
-        return (X - self.means_[modality]) @ self.projections_[modality]
-
     def _get_state(self):
         return {
-            "image_projection": self.projections_["image"],
-            "text_projection": self.projections_["text"],
-            "image_mean": self.means_["image"],
-            "text_mean": self.means_["text"],
+            **self._linear_state(),
             "eigenvalues": self.eigenvalues_,
         }
 
     def _set_state(self, state):
-        self.projections_ = {m: np.asarray(state[f"{m}_projection"]) for m in ("image", "text")}
-        self.means_ = {m: np.asarray(state[f"{m}_mean"]) for m in ("image", "text")}
+        self._set_linear_state(state)
         self.eigenvalues_ = np.asarray(state["eigenvalues"])
         self.objective_ = float(self.eigenvalues_.sum())
         self.n_iter_ = 1
