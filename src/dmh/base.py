@@ -11,13 +11,13 @@ untrusted file cannot run code), written atomically.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
 from ._json import jsonable as _jsonable
 from ._validation import check_features, check_modality, check_n_bits
@@ -26,7 +26,6 @@ from .data import CrossModalData
 __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
-_META_KEY = "__meta__"
 
 
 def sign_codes(values: np.ndarray) -> np.ndarray:
@@ -128,7 +127,7 @@ class BaseHasher(BaseEstimator):
             "extra": _jsonable(self._extra_meta()),
         }
         arrays = {k: np.ascontiguousarray(v) for k, v in state.items()}
-        arrays[_META_KEY] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+        arrays[META_KEY] = json_bytes(meta)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
         return path
@@ -146,25 +145,7 @@ def load_model(path) -> BaseHasher:
     """Load any saved model; the method is read from the file's header."""
     from .methods import get_method_class
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"model file not found: {path}")
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise ValueError(f"{path} is not a dmh model file (.npz): {exc}") from exc
-    with archive:
-        if _META_KEY not in archive.files:
-            raise ValueError(f"{path} is not a dmh model file: it has no {_META_KEY} header")
-        meta = json.loads(archive[_META_KEY].tobytes().decode("utf-8"))
-        state = {k: archive[k] for k in archive.files if k != _META_KEY}
-    if meta.get("format") != "dmh-model":
-        raise ValueError(f"{path} is not a dmh model file")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise ValueError(
-            f"{path} was written by a newer dmh (format {meta['format_version']}, this one reads "
-            f"up to {FORMAT_VERSION})"
-        )
+    meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model")
     klass = get_method_class(meta["method"])
     params = meta["params"]
     valid = klass().get_params(deep=False)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
 
 INDEX_FORMAT_VERSION = 1
 CODES_FORMAT_VERSION = 1
-_META_KEY = "__meta__"
 _BACKENDS = ("auto", "numpy", "faiss")
 #: query-database pairs held in memory at once by the numpy backend
 _PAIR_BUDGET = 1 << 22
@@ -476,13 +476,13 @@ class HammingIndex:
             "bit_order": "little",
         }
         with atomic_path(path, suffix=".tmp") as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, codes=self._codes, ids=self._ids, **{_META_KEY: _json_bytes(meta)})
+            np.savez(fh, codes=self._codes, ids=self._ids, **{META_KEY: json_bytes(meta)})
         return path
 
     @classmethod
     def load(cls, path, backend: str | None = None) -> HammingIndex:
         """Load an index written by :meth:`save`. ``backend``: override the saved choice."""
-        meta, arrays = _read_archive(path, "dmh-hamming-index", INDEX_FORMAT_VERSION, "index")
+        meta, arrays = read_archive(path, "dmh-hamming-index", INDEX_FORMAT_VERSION, "index")
         for key in ("codes", "ids"):
             if key not in arrays:
                 raise ValueError(f"{path} is not a complete dmh index file: it lacks {key!r}")
@@ -507,37 +507,6 @@ def _csr(counts, dists, poss):
     return lims, np.concatenate(dists), np.concatenate(poss).astype(np.int64)
 
 
-def _json_bytes(meta: dict) -> np.ndarray:
-    return np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-
-
-def _read_archive(path, kind: str, version: int, what: str):
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{what} file not found: {path}")
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise ValueError(f"{path} is not a dmh {what} file (.npz): {exc}") from exc
-    if not hasattr(archive, "files"):
-        raise ValueError(
-            f"{path} is not a dmh {what} file: it holds a single array, not an archive"
-        )
-    with archive:
-        if _META_KEY not in archive.files:
-            raise ValueError(f"{path} is not a dmh {what} file: it has no {_META_KEY} header")
-        meta = json.loads(archive[_META_KEY].tobytes().decode("utf-8"))
-        arrays = {k: archive[k] for k in archive.files if k != _META_KEY}
-    if meta.get("format") != kind:
-        raise ValueError(f"{path} is not a dmh {what} file (format {meta.get('format')!r})")
-    if meta.get("format_version", 0) > version:
-        raise ValueError(
-            f"{path} was written by a newer dmh (format {meta['format_version']}, "
-            f"this one reads up to {version})"
-        )
-    return meta, arrays
-
-
 # ------------------------------------------------------------------------------------- code files
 def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
     """Write ``{-1,+1}`` codes (int8 ``codes``) and their ``ids`` (int64; default ``0..n-1``) to an
@@ -556,7 +525,7 @@ def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
     }
     path = Path(path)
     with atomic_path(path, suffix=".tmp") as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, codes=arr, ids=ids, **{_META_KEY: _json_bytes(meta)})
+        np.savez(fh, codes=arr, ids=ids, **{META_KEY: json_bytes(meta)})
     return path
 
 
@@ -580,8 +549,8 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     with archive:
         if "codes" not in archive.files:
             raise ValueError(f"{path} has no 'codes' array (it holds {sorted(archive.files)})")
-        if _META_KEY in archive.files:
-            kind = json.loads(archive[_META_KEY].tobytes().decode("utf-8")).get("format")
+        if META_KEY in archive.files:
+            kind = json.loads(archive[META_KEY].tobytes().decode("utf-8")).get("format")
             if kind != "dmh-codes":
                 raise ValueError(f"{path} is a {kind} file, not a code file (from dmh encode)")
         codes = archive["codes"]
