@@ -65,7 +65,8 @@ def test_every_row_we_run_has_the_papers_numbers(name):
 
     shown = set(_labels(cfg).values())
     for task, rows in cfg["paper"]["rows"].items():
-        assert shown <= set(rows), (task, shown - set(rows))
+        extra = set(cfg["paper"].get("not_in_paper", {}))
+        assert shown - extra <= set(rows), (task, shown - set(rows))
         for label in set(rows) - shown:
             assert label in cfg["paper"].get("not_run", {})
 
@@ -101,13 +102,44 @@ def test_paper_numbers_are_transcribed_exactly(name):
 
 def test_cells_are_planned_from_the_config():
     t1 = resolve_config(load_config("table1"))
-    assert len(plan_cells(t1)) == 2 * 5 * (6 + 2) * 4  # datasets x seeds x (baselines + DMH twice) x bits
-    assert len(plan_cells(resolve_config(load_config("table1"), quick=True))) == 2 * 1 * 8 * 1
+    # datasets x seeds x (baselines + DMH at 100% and 50% + IMH at 50%) x bits
+    assert len(plan_cells(t1)) == 2 * 5 * (6 + 2 + 1) * 4
+    assert len(plan_cells(resolve_config(load_config("table1"), quick=True))) == 2 * 1 * 9 * 1
+    imh = {c["paired_ratio"] for c in plan_cells(t1) if c["label"] == "IMH"}
+    assert imh == {1.0, 0.5}
     fig5 = plan_cells(resolve_config(load_config("fig5"), datasets=["uci-digits"], seeds=[0]))
     assert len(fig5) == 8 * 8 + 8  # the lambda x eta grid, then gamma
     assert {c["paired_ratio"] for c in fig5} == {0.9} and {c["n_bits"] for c in fig5} == {16}
     fig4 = plan_cells(resolve_config(load_config("fig4"), datasets=["wiki"], quick=True))
     assert sorted({c["paired_ratio"] for c in fig4}) == [0.1, 0.5, 0.9]
+
+
+def test_command_line_reductions_are_subsets_and_are_recorded():
+    cfg = resolve_config(
+        load_config("fig4"), datasets=["uci-digits"], seeds=[0], bits=[16, 64], paired_ratios=[0.1, 0.5]
+    )
+    cells = plan_cells(cfg)
+    assert {c["n_bits"] for c in cells} == {16, 64} and {c["paired_ratio"] for c in cells} == {0.1, 0.5}
+    assert len(cells) == 2 * 2 * 2  # methods x ratios x bits
+    assert cfg["resolved"]["reduced"]["bits"] == {"config": [16, 32, 64, 128], "ran": [16, 64]}
+    assert set(cfg["resolved"]["reduced"]) == {"seeds", "bits", "paired_ratios"}
+    t1 = resolve_config(load_config("table1"), datasets=["uci-digits"], paired_ratios=[0.5])
+    assert {r["label"] for r in t1["runs"]} == {"DMH", "IMH"}  # the fully-paired baselines drop out
+    assert resolve_config(load_config("table1"))["resolved"]["reduced"] == {}
+    with pytest.raises(ValueError, match="no run of experiment 'table8' has a paired ratio"):
+        resolve_config(load_config("table8"), paired_ratios=[0.3])
+
+
+def test_a_label_recurs_only_for_the_same_method_at_other_ratios():
+    cfg = copy.deepcopy(load_config("table1"))
+    cfg["runs"].append({"label": "CVH", "method": "cvh", "paired_ratios": [1.0]})
+    with pytest.raises(ValueError, match="repeats the label 'CVH'"):
+        validate_config(cfg)
+    cfg["runs"][-1] = {"label": "CVH", "method": "cmfh", "paired_ratios": [0.5]}
+    with pytest.raises(ValueError, match="same method"):
+        validate_config(cfg)
+    cfg["runs"][-1] = {"label": "CVH", "method": "cvh", "paired_ratios": [0.5]}
+    validate_config(cfg)
 
 
 def test_parameter_precedence():
@@ -198,6 +230,60 @@ def test_quick_table8_writes_everything_and_resumes(toy_file, tmp_path, count_fi
     assert "Quick run" in report and "not a reproduction" in report
     assert "**not** the paper's MIRFLICKR-25K" in report
     assert "| DMH-PCA (50%) |" in report and "0.5968" in report  # ours beside the paper's number
+
+
+@quiet
+def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_fits, capsys):
+    t8 = tmp_path / "t8"
+    base = ["--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
+    assert main(["reproduce", "table8", *base, "--out", str(t8)]) == 0
+    assert count_fits["n"] == 4
+    count_fits["n"] = 0
+    # table1's DMH at 50% has other quick settings than table8's, fig4's has the same as table1's
+    t1 = tmp_path / "t1"
+    assert main(["reproduce", "table1", *base, "--out", str(t1), "--ratios", "0.5"]) == 0
+    assert count_fits["n"] == 1
+    f4 = tmp_path / "f4"
+    args = ["reproduce", "fig4", *base, "--out", str(f4), "--ratios", "0.5,0.9", "--reuse", str(t1), "--reuse", str(t8)]
+    capsys.readouterr()
+    assert main(args) == 0
+    assert count_fits["n"] == 2  # DMH at 90% only: 50% comes from table1 (IMH is not counted)
+    assert "2 reused from" in capsys.readouterr().out
+    report = (f4 / "report.md").read_text()
+    assert "Reduced run" not in report  # --quick says so itself
+    t1_cells = load_cells(t1)
+    f4_cells = load_cells(f4)
+    assert set(t1_cells) <= set(f4_cells)
+    assert all(f4_cells[k]["records"] == v["records"] for k, v in t1_cells.items())
+    assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "none")]) == 2
+    assert "no cells.json there" in capsys.readouterr().err
+
+
+@quiet
+def test_a_reduced_run_says_so_in_its_report(toy_file, tmp_path, count_fits):
+    out = tmp_path / "t8r"
+    args = [
+        "reproduce",
+        "table8",
+        "--datasets",
+        f"toy={toy_file}",
+        "--out",
+        str(out),
+        "--no-plots",
+        "--seeds",
+        "0",
+        "--bits",
+        "8",
+    ]
+    cfg = load_config("table8")
+    small = {"n_rounds": 1, "hidden_size": 16, "dam_epochs": 1, "d": 8, "cle_max_iter": 3, "gbe_max_iter": 5}
+    cfg["method_params"]["dmh"].update(small)
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(cfg))
+    args[1] = str(path)
+    assert main(args) == 0 and count_fits["n"] == 4
+    report = (out / "report.md").read_text()
+    assert "**Reduced run**: seeds [0] of the config's [0, 1, 2, 3, 4]; bits [8] of the config's" in report
 
 
 @quiet

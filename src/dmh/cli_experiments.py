@@ -46,10 +46,22 @@ report.md (our numbers beside the paper's) and PNG plots."""
     "default_datasets, wiki and uci-digits]",
 )
 @click.option("--seeds", default=None, help="comma-separated seeds  [default: the config's, 0..4]")
+@click.option("--bits", default=None, help="comma-separated bit lengths  [default: the config's]")
+@click.option(
+    "--ratios",
+    default=None,
+    help="comma-separated paired ratios to keep (runs with none of them are left out)  [default: the config's]",
+)
+@click.option(
+    "--reuse",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="output folder of another run whose identical cells are taken instead of refitted (repeatable)",
+)
 @click.option("--quick", is_flag=True, help="reduced run for a smoke test (the config's 'quick' settings)")
 @click.option("--no-plots", is_flag=True, help="skip the PNG figures")
 @click.option("--list", "list_only", is_flag=True, help="list the experiments (NAME is ignored)")
-def reproduce(name, data_dir, out_dir, datasets, seeds, quick, no_plots, list_only):
+def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, quick, no_plots, list_only):
     from pathlib import Path
 
     from .cli import _int_list
@@ -68,6 +80,15 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, quick, no_plots, list_on
         out_dir = Path("results") / (config["name"] + ("-quick" if quick else ""))
     ds = None if datasets is None else [d.strip() for d in datasets.split(",") if d.strip()]
     seed_list = None if seeds is None else _int_list(seeds, "--seeds")
+    bit_list = None if bits is None else _int_list(bits, "--bits")
+    ratio_list = None
+    if ratios is not None:
+        try:
+            ratio_list = [float(r) for r in ratios.split(",") if r.strip()]
+        except ValueError:
+            raise click.BadParameter(
+                f"expected comma-separated numbers in [0, 1], got {ratios!r}", param_hint="--ratios"
+            ) from None
     result = run_experiment(
         config,
         out_dir=out_dir,
@@ -75,6 +96,9 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, quick, no_plots, list_on
         datasets=ds,
         seeds=seed_list,
         quick=quick,
+        bits=bit_list,
+        paired_ratios=ratio_list,
+        reuse=list(reuse),
         plots=not no_plots,
         echo=click.echo,
     )

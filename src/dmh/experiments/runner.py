@@ -173,7 +173,7 @@ def validate_config(config: dict) -> dict:
     runs = config["runs"]
     if not isinstance(runs, list) or not runs:
         _fail(config, "runs", "must be a non-empty list")
-    labels = set()
+    labels: dict = {}
     for i, run in enumerate(runs):
         where = f"runs[{i}]"
         if not isinstance(run, dict):
@@ -184,9 +184,17 @@ def validate_config(config: dict) -> dict:
         for key in ("label", "method", "paired_ratios"):
             if key not in run:
                 _fail(config, where, f"lacks {key!r}")
-        if run["label"] in labels:
-            _fail(config, where, f"repeats the label {run['label']!r}")
-        labels.add(run["label"])
+        # a label may recur (e.g. IMH fully paired, then IMH at 50% with other settings) for the
+        # same method at other paired ratios: (label, ratio) names a table row
+        prev = labels.get(run["label"])
+        ratios = {float(r) for r in run["paired_ratios"]} if isinstance(run["paired_ratios"], list) else set()
+        if prev is not None and (prev[0] != run["method"] or prev[1] & ratios):
+            _fail(
+                config,
+                where,
+                f"repeats the label {run['label']!r} (allowed only for the same method at other paired ratios)",
+            )
+        labels[run["label"]] = (run["method"], ratios | (prev[1] if prev else set()))
         if run["method"] not in known:
             _fail(config, f"{where}.method", f"{run['method']!r} is not a known method ({', '.join(sorted(known))})")
         _check_ratios(config, f"{where}.paired_ratios", run["paired_ratios"])
@@ -297,13 +305,23 @@ def resolve_config(
     datasets: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     quick: bool = False,
+    bits: Sequence[int] | None = None,
+    paired_ratios: Sequence[float] | None = None,
 ) -> dict:
     """The config as it will run: ``quick`` overrides applied, the chosen datasets and seeds.
 
     ``datasets``: names from the config's ``datasets``, or ``NAME=SOURCE`` for a dataset not in it
     (a data file, a built-in name or a ``benchmark:path`` spec); default ``default_datasets``.
+    ``seeds``, ``bits``, ``paired_ratios``: subsets or replacements of the config's (a run keeps
+    only its ratios that are in ``paired_ratios`` and is left out when none is); the report says
+    the run was reduced when any of them leaves out part of the config.
     """
     cfg = copy.deepcopy(validate_config(copy.deepcopy(config)))
+    full = {
+        "seeds": list(cfg["seeds"]),
+        "bits": list(cfg["bits"]),
+        "paired_ratios": sorted({float(r) for run in cfg["runs"] for r in run["paired_ratios"]}),
+    }
     q = cfg.get("quick", {}) if quick else {}
     if "seeds" in q:
         cfg["seeds"] = list(q["seeds"])
@@ -324,6 +342,24 @@ def resolve_config(
         seeds = [int(s) for s in seeds]
         _check_int_list(cfg, "--seeds", seeds, 0)
         cfg["seeds"] = seeds
+    if bits is not None:
+        bits = [int(b) for b in bits]
+        _check_int_list(cfg, "--bits", bits, 1, 4096)
+        cfg["bits"] = bits
+    if paired_ratios is not None:
+        wanted = [float(r) for r in paired_ratios]
+        _check_ratios(cfg, "--ratios", wanted)
+        for run in cfg["runs"]:
+            run["paired_ratios"] = [r for r in run["paired_ratios"] if float(r) in wanted]
+        cfg["runs"] = [run for run in cfg["runs"] if run["paired_ratios"]]
+        if not cfg["runs"]:
+            raise ValueError(f"no run of experiment {cfg['name']!r} has a paired ratio in {wanted}")
+    ran = {
+        "seeds": list(cfg["seeds"]),
+        "bits": list(cfg["bits"]),
+        "paired_ratios": sorted({float(r) for run in cfg["runs"] for r in run["paired_ratios"]}),
+    }
+    reduced = {k: {"config": full[k], "ran": ran[k]} for k in full if not set(full[k]) <= set(ran[k])}
     chosen = list(cfg["default_datasets"]) if datasets is None else list(datasets)
     if not chosen:
         raise ValueError("no dataset chosen")
@@ -343,6 +379,7 @@ def resolve_config(
             )
     cfg["resolved"] = {
         "quick": bool(quick),
+        "reduced": {} if quick else reduced,
         "datasets": list(selected),
         "dataset_sources": selected,
         # the precedence of parameters: method_params < run params < quick method_params
@@ -522,20 +559,28 @@ def run_experiment(
     datasets: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     quick: bool = False,
+    bits: Sequence[int] | None = None,
+    paired_ratios: Sequence[float] | None = None,
+    reuse: Sequence | None = None,
     plots: bool = True,
     echo: Callable[[str], None] | None = None,
 ) -> dict:
     """Run an experiment config (a name, a path or a dict) and write its results to ``out_dir``.
 
     ``data_dir`` is the folder the config's data-relative paths start from (not needed for built-in
-    data). ``datasets``, ``seeds``, ``quick``: see :func:`resolve_config`. Cells already in
-    ``out_dir/cells.json`` are not fitted again. ``echo`` receives progress lines. Returns ``{"out_dir",
+    data). ``datasets``, ``seeds``, ``quick``, ``bits``, ``paired_ratios``: see
+    :func:`resolve_config`. Cells already in ``out_dir/cells.json`` are not fitted again, nor are
+    cells found in the ``cells.json`` of a folder in ``reuse`` (another experiment's output: e.g.
+    table8 and fig4 share DMH at 50% with table1; a cell is reused only when everything that
+    determines it, see :func:`cell_key`, is equal). ``echo`` receives progress lines. Returns ``{"out_dir",
     "n_cells", "n_fitted", "n_reused", "files"}``.
     """
     from ..data import make_semi_paired
 
     say = echo or (lambda _line: None)
-    cfg = resolve_config(load_config(config), datasets=datasets, seeds=seeds, quick=quick)
+    cfg = resolve_config(
+        load_config(config), datasets=datasets, seeds=seeds, quick=quick, bits=bits, paired_ratios=paired_ratios
+    )
     missing = sorted({r["method"] for r in cfg["runs"] if _method_class(r["method"]) is None})
     if missing:  # named by the registry, module not written yet: run the others, say so
         say(f"not run (not available in this install): {', '.join(missing)}")
@@ -558,8 +603,24 @@ def run_experiment(
     )
     atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
     finished = load_cells(out)
+    n_own = sum(cell_key(c) in finished for c in cells)
+    n_borrowed = 0
+    for folder in reuse or ():
+        if not (Path(folder) / CELLS_FILE).is_file():
+            raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} there (not an experiment output folder)")
+        other = load_cells(folder)
+        for c in cells:
+            k = cell_key(c)
+            if k not in finished and k in other:
+                finished[k] = other[k]
+                n_borrowed += 1
+    if n_borrowed:
+        _write_cells(out, finished)
     todo = [c for c in cells if cell_key(c) not in finished]
-    say(f"{cfg['name']}: {len(cells)} cell(s), {len(cells) - len(todo)} already finished in {out}")
+    say(
+        f"{cfg['name']}: {len(cells)} cell(s), {n_own} already finished in {out}"
+        + (f", {n_borrowed} reused from {', '.join(str(f) for f in reuse)}" if n_borrowed else "")
+    )
     keep_history = cfg["kind"] == "convergence"
     cache: dict = {}
     for i, cell in enumerate(todo, 1):
@@ -697,6 +758,8 @@ def _metric_tables(cfg, summary, metric, datasets) -> list[str]:
                         row.append(_paper_cell(cfg, task, shown, b))
                 lines.append("| " + " | ".join(row) + " |")
             notes = []
+            if with_paper:
+                notes += [f"{shown}: {why}." for shown, why in paper.get("not_in_paper", {}).items() if shown in seen]
             if with_paper:  # rows the paper has and this run does not (quoted methods, skipped ones)
                 for shown in paper["rows"].get(task, {}):
                     if shown in seen:
@@ -901,6 +964,15 @@ def _header(cfg, quick_params) -> list[str]:
             ">",
             "> **Quick run (`--quick`)**: reduced settings for a smoke test, **not a reproduction**: "
             f"seeds {cfg['seeds']}, bits {cfg['bits']}, method settings {json.dumps(quick_params)}.",
+        ]
+    if res.get("reduced"):
+        what = "; ".join(
+            f"{k.replace('_', ' ')} {v['ran']} of the config's {v['config']}" for k, v in res["reduced"].items()
+        )
+        lines += [
+            ">",
+            f"> **Reduced run**: {what} (chosen on the command line, e.g. to fit a time budget); "
+            "every other setting is the config's.",
         ]
     if res.get("skipped_runs"):
         lines += [">", f"> **Not run** (method not available in this install): {', '.join(res['skipped_runs'])}."]
