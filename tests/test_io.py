@@ -106,6 +106,19 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["d.npz"]  # no temporary left behind
 
 
+def test_saved_files_get_ordinary_permissions(tmp_path):
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        path = save_data(_make(), tmp_path / "d.npz")
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+    finally:
+        os.umask(mask)
+    assert (path.stat().st_mode & 0o777) == (plain.stat().st_mode & 0o777) == 0o644  # not mkstemp's 0600
+
+
 def test_builtin_uci_digits():
     d = load_dataset("uci-digits")
     assert d.image.shape == (2000, 76) and d.text.shape == (2000, 64)
