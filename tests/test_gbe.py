@@ -93,3 +93,23 @@ def test_fit_gbe_lowers_the_loss_and_is_deterministic():
 
 def test_paper_sign_maps_zero_to_minus_one():
     assert gbe.sign_pm1(torch.tensor([0.0, 1e-9, -2.0])).tolist() == [-1.0, 1.0, -1.0]
+
+
+@pytest.mark.parametrize("how", ["pca", "projection", "random"])
+def test_initial_codes(how):
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(60, 8)) @ np.diag([5.0, 3, 2, 1, 0.5, 0.2, 0.1, 0.05])
+    H = gbe.init_codes(Y, 12, how, np.random.default_rng(1))
+    assert H.shape == (60, 12) and np.isfinite(H).all()
+    assert np.array_equal(H, gbe.init_codes(Y, 12, how, np.random.default_rng(1)))  # seeded
+    if how == "projection":
+        # every column is a linear function of the centred features, overall scale one
+        Yc = Y - Y.mean(0)
+        coef, *_ = np.linalg.lstsq(Yc, H, rcond=None)
+        np.testing.assert_allclose(Yc @ coef, H, atol=1e-8)
+        assert H.std() == pytest.approx(1.0)
+        assert np.all(H.std(0) > 0.05)  # no bit is left to noise, unlike PCA beyond the rank
+    if how == "pca":
+        assert H[:, 0].std() == pytest.approx(1.0) and np.all(H.std(0)[8:] < 0.05)
+    with pytest.raises(ValueError, match="gbe_init must be"):
+        gbe.init_codes(Y, 4, "lsh", rng)

@@ -57,8 +57,9 @@ class DMH(BaseHasher):
         Scale of the quantisation term: per object (default) or summed as printed in Eq. 11.
     q_update : {"procrustes", "paper"}; y_update : {"exact", "jacobi"}
         CLE update rules (see :mod:`dmh.methods.cle`).
-    gbe_init : {"pca", "random"}
-        Initial relaxed codes of the first round; later rounds warm-start from the previous one.
+    gbe_init : {"pca", "projection", "random"}
+        Initial relaxed codes of the first round; later rounds warm-start from the previous one
+        (see :func:`dmh.methods.gbe.init_codes` and docs/method.md).
     cle_max_iter, cle_tol, gbe_max_iter, gbe_tol, gbe_lr, neighbour_pool, w_reg, chunk_size
         Solver settings.
     random_state : int, Generator or None
@@ -117,7 +118,7 @@ class DMH(BaseHasher):
             "quantization": ("mean", "sum"),
             "q_update": ("procrustes", "paper"),
             "y_update": ("exact", "jacobi"),
-            "gbe_init": ("pca", "random"),
+            "gbe_init": ("pca", "projection", "random"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -191,7 +191,8 @@ class GBEResult:
 def init_codes(Y: np.ndarray, n_bits: int, how: str, rng: np.random.Generator) -> np.ndarray:
     """``"pca"``: the projections of Y on its top principal directions, keeping their relative
     scale (the first has unit variance; columns beyond the rank of Y are small random values);
-    ``"random"``: standard normal (Algorithm 2).
+    ``"projection"``: projections of the centred Y on ``n_bits`` random Gaussian directions, scaled
+    to unit overall standard deviation; ``"random"``: standard normal (Algorithm 2).
 
     Keeping the spectrum matters: scaling every component to unit variance gives directions that
     carry almost nothing the same weight as the main ones. On Wikipedia (CLE features, fully
@@ -200,8 +201,14 @@ def init_codes(Y: np.ndarray, n_bits: int, how: str, rng: np.random.Generator) -
     n = Y.shape[0]
     if how == "random":
         return rng.standard_normal((n, n_bits))
+    if how == "projection":
+        # random hyperplanes through the centred features (SimHash): every bit mixes all
+        # directions, weighted by their variance, and more bits approximate angles better
+        H = (Y - Y.mean(0)) @ rng.standard_normal((Y.shape[1], n_bits))
+        scale = H.std()
+        return H / scale if scale > 0 else 0.01 * rng.standard_normal((n, n_bits))
     if how != "pca":
-        raise ValueError(f"gbe_init must be 'pca' or 'random', got {how!r}")
+        raise ValueError(f"gbe_init must be 'pca', 'projection' or 'random', got {how!r}")
     Yc = Y - Y.mean(0)
     U, s, _ = np.linalg.svd(Yc, full_matrices=False)
     r = int(min(n_bits, (s > s[0] * 1e-8).sum() if s.size and s[0] > 0 else 0))
