@@ -75,7 +75,7 @@ class DMH(BaseHasher):
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity="clip",
-                 quantization="mean", q_update="procrustes", y_update="exact", gbe_init="pca",
+                 quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
                  neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, verbose=False):
         self.n_bits = n_bits
