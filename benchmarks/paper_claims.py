@@ -235,6 +235,10 @@ def main(argv=None):
     ap.add_argument("--table8")
     ap.add_argument("--fig4")
     ap.add_argument("--out", required=True)
+    ap.add_argument(
+        "--readme",
+        help="also write the summary and a compact table1 table into this README's results:experiments block",
+    )
     args = ap.parse_args(argv)
     parts, summary = [], []
     for folder, fn in ((args.table1, table1_claims), (args.fig4, fig4_claims), (args.table8, table8_claims)):
@@ -262,6 +266,58 @@ def main(argv=None):
     out = Path(args.out)
     out.write_text("\n".join(text) + "\n", encoding="utf-8")
     print(f"wrote {out}")
+    if args.readme:
+        block = readme_block(load(args.table1) if args.table1 else None, summary, args, out)
+        write_block(Path(args.readme), "experiments", block)
+        print(f"updated {args.readme}")
+
+
+def readme_block(t1, summary, args, out) -> str:
+    lines = []
+    if t1 is not None:
+        v = by_seed(t1)
+        seeds, bits = seeds_bits(v)
+        lines += [
+            f"MAP (Hamming ranking over the whole database), mean ± std over seeds {seeds}, from "
+            f"[`{args.table1}/report.md`]({args.table1}/report.md) (`dmh reproduce table1`). "
+            "Best baseline: the best of CVH, IMH, LSSH, STMH, CMFH and FSH trained fully paired.",
+            "",
+            "| dataset | task | row | " + " | ".join(f"{b} bits" for b in bits) + " |",
+            "|---|---|---|" + "---:|" * len(bits),
+        ]
+        for ds in datasets_of(t1):
+            for task in TASKS:
+                rows = {"DMH (100%)": ("DMH", 1.0), "DMH (50%)": ("DMH", 0.5), "IMH (50%)": ("IMH", 0.5)}
+                for shown, (label, ratio) in rows.items():
+                    cells = []
+                    for b in bits:
+                        vals = v.get((ds, label, ratio, b, task))
+                        cells.append("–" if not vals else _pm(vals))
+                    lines.append(f"| {title(t1, ds)} | {SHORT[task]} | {shown} | " + " | ".join(cells) + " |")
+                cells = []
+                for b in bits:
+                    base = {n: v[(ds, n, 1.0, b, task)] for n in BASELINES if (ds, n, 1.0, b, task) in v}
+                    best = max(base, key=lambda n: mean(base[n])) if base else None
+                    cells.append("–" if best is None else f"{_pm(base[best])} {best}")
+                lines.append(f"| {title(t1, ds)} | {SHORT[task]} | best baseline | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += [f"The paper's claims on this data ([`{out}`]({out}), `benchmarks/paper_claims.py`):", "", *summary]
+    return "\n".join(lines)
+
+
+def _pm(vals: dict) -> str:
+    arr = np.array(list(vals.values()))
+    return f"{arr.mean():.3f}" if arr.size < 2 else f"{arr.mean():.3f} ± {arr.std(ddof=1):.3f}"
+
+
+def write_block(path: Path, marker: str, body: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    start, end = f"<!-- results:{marker}:start -->", f"<!-- results:{marker}:end -->"
+    if start not in text or end not in text:
+        raise SystemExit(f"{path} has no {start} ... {end} markers")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{start}\n{body}\n{end}{tail}", encoding="utf-8")
 
 
 if __name__ == "__main__":
