@@ -229,6 +229,37 @@ def table8_claims(m) -> tuple[list[str], list[str]]:
     return summary, lines
 
 
+def fit_times(runs) -> list[str]:
+    """Median and range of the fit time of a cell, per dataset, method and paired ratio."""
+    times = defaultdict(dict)
+    titles = {}
+    for m in runs:
+        titles.update(m["titles"])
+        for r in m["records"]:
+            if r["task"] == TASKS[0] and r.get("fit_seconds") is not None:
+                key = (r["dataset"], r["method"], float(r["paired_ratio"]))
+                params = json.dumps(r.get("params") or {}, sort_keys=True)
+                times[key][(r["n_bits"], r["seed"], params)] = r["fit_seconds"]
+    if not times:
+        return []
+    lines = [
+        "## Fit times",
+        "",
+        "Seconds per fitted model (all bit lengths and seeds together), as recorded in the runs: one "
+        "BLAS/torch thread per process, two processes sharing the 2-core machine (with other work at times).",
+        "",
+        "| dataset | method | paired | models | median | min | max |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for (ds, label, ratio), vals in sorted(times.items()):
+        arr = np.array(list(vals.values()))
+        lines.append(
+            f"| {titles.get(ds, ds)} | {label} | {ratio * 100:g}% | {arr.size} | {np.median(arr):.1f} "
+            f"| {arr.min():.1f} | {arr.max():.1f} |"
+        )
+    return [*lines, ""]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--table1")
@@ -241,13 +272,16 @@ def main(argv=None):
     )
     args = ap.parse_args(argv)
     parts, summary = [], []
+    loaded = []
     for folder, fn in ((args.table1, table1_claims), (args.fig4, fig4_claims), (args.table8, table8_claims)):
         m = load(folder)
         if m is None:
             continue
+        loaded.append(m)
         s, lines = fn(m)
         summary += s
         parts += lines
+    parts += fit_times(loaded)
     text = [
         "# The paper's qualitative claims on the data available here",
         "",
