@@ -39,7 +39,7 @@ def synthetic(n: int, d_img: int = 4096, d_txt: int = 1386, n_topics: int = 24, 
 
 def write_readme(result: dict) -> None:
     """Write a benchmark result into README.md's results:bench section."""
-    from wiki_dmh import update_readme
+    from _readme import update_readme
 
     per = result["per_submodel_seconds"]
     rounds = "; ".join(

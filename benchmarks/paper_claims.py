@@ -23,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from _readme import update_readme
 
 TASKS = ("image->text", "text->image")
 SHORT = {"image->text": "I→T", "text->image": "T→I"}
@@ -302,7 +303,7 @@ def main(argv=None):
     print(f"wrote {out}")
     if args.readme:
         block = readme_block(load(args.table1) if args.table1 else None, summary, args, out)
-        write_block(Path(args.readme), "experiments", block)
+        update_readme("experiments", block, args.readme)
         print(f"updated {args.readme}")
 
 
@@ -342,17 +343,3 @@ def readme_block(t1, summary, args, out) -> str:
 def _pm(vals: dict) -> str:
     arr = np.array(list(vals.values()))
     return f"{arr.mean():.3f}" if arr.size < 2 else f"{arr.mean():.3f} ± {arr.std(ddof=1):.3f}"
-
-
-def write_block(path: Path, marker: str, body: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    start, end = f"<!-- results:{marker}:start -->", f"<!-- results:{marker}:end -->"
-    if start not in text or end not in text:
-        raise SystemExit(f"{path} has no {start} ... {end} markers")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    path.write_text(f"{head}{start}\n{body}\n{end}{tail}", encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main()
