@@ -343,3 +343,7 @@ def readme_block(t1, summary, args, out) -> str:
 def _pm(vals: dict) -> str:
     arr = np.array(list(vals.values()))
     return f"{arr.mean():.3f}" if arr.size < 2 else f"{arr.mean():.3f} ± {arr.std(ddof=1):.3f}"
+
+
+if __name__ == "__main__":
+    main()
