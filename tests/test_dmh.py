@@ -121,3 +121,15 @@ def test_wikipedia_map_well_above_label_prior():
     # sanity of the metric wiring: the same codes scored directly
     direct = mean_average_precision(m.encode(q.image, "image"), m.encode(db.text, "text"), q.labels, db.labels)
     assert direct == pytest.approx(scores["image->text"]["map"])
+
+
+def test_align_bits_undoes_a_permutation_and_sign_flips():
+    from dmh.methods.dmh import align_bits
+
+    rng = np.random.default_rng(0)
+    H = np.where(rng.random((50, 6)) > 0.5, 1, -1).astype(np.int8)
+    perm = [3, 0, 5, 1, 4, 2]
+    signs = np.array([1, -1, -1, 1, -1, 1], dtype=np.int8)
+    shuffled = H[:, perm] * signs
+    np.testing.assert_array_equal(align_bits(shuffled, H), H)
+    assert align_bits(H, H).dtype == np.int8

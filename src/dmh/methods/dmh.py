@@ -201,7 +201,10 @@ class DMH(BaseHasher):
                     H, H_relaxed = g.codes, g.relaxed
                     history["gbe"].append(g.loss)
                 else:
-                    H = pca_codes(Y, self.n_bits_)
+                    # a principal direction's sign (and, for close eigenvalues, its rank) is arbitrary:
+                    # keep bit identities from round to round, as GBE's warm start does, since the
+                    # networks carry over between rounds
+                    H = pca_codes(Y, self.n_bits_) if H is None else align_bits(pca_codes(Y, self.n_bits_), H)
                     history["gbe"].append([])
                 t["gbe"] = time.perf_counter() - t0
                 if bar:
@@ -266,6 +269,19 @@ class DMH(BaseHasher):
             net.load_state_dict(sd)
             net.eval()
             self.nets_[m] = net
+
+
+def align_bits(H: np.ndarray, H_ref: np.ndarray) -> np.ndarray:
+    """Permute and flip the bits (columns) of ``H`` to agree best with ``H_ref``: the assignment
+    maximising the total absolute agreement, then each bit's sign to make its agreement positive."""
+    from scipy.optimize import linear_sum_assignment
+
+    C = H.astype(np.int64).T @ H_ref.astype(np.int64)  # (bits of H) x (bits of H_ref)
+    rows, cols = linear_sum_assignment(-np.abs(C))
+    out = np.empty_like(H)
+    for r, c in zip(rows, cols, strict=True):
+        out[:, c] = H[:, r] if C[r, c] >= 0 else -H[:, r]
+    return out
 
 
 def pca_codes(Y: np.ndarray, n_bits: int) -> np.ndarray:
