@@ -78,7 +78,7 @@ def seeds_bits(vals_by_key) -> tuple[list, list]:
     return seeds, bits
 
 
-def table1_claims(m) -> list[str]:
+def table1_claims(m) -> tuple[list[str], list[str]]:
     v = by_seed(m)
     seeds, bits = seeds_bits(v)
     lines = [
@@ -126,8 +126,7 @@ def table1_claims(m) -> list[str]:
             for task in TASKS:
                 a, i = v.get((ds, "DMH", 0.5, b, task)), v.get((ds, "IMH", 0.5, b, task))
                 if a and i:
-                    g, k, n = paired(a, i)
-                    imh.append(g > 0)
+                    imh.append(paired(a, i)[0] > 0)
     if imh:
         summary.append(f"- DMH (50%) beats IMH (50%) in {sum(imh)} of {len(imh)} cells (both datasets).")
     return summary, lines

@@ -64,7 +64,7 @@ report.md (our numbers beside the paper's) and PNG plots."""
 def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, quick, no_plots, list_only):
     from pathlib import Path
 
-    from .cli import _int_list
+    from .cli import _float_list, _int_list
     from .experiments import load_config, run_experiment
 
     if list_only:
@@ -81,14 +81,7 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, qui
     ds = None if datasets is None else [d.strip() for d in datasets.split(",") if d.strip()]
     seed_list = None if seeds is None else _int_list(seeds, "--seeds")
     bit_list = None if bits is None else _int_list(bits, "--bits")
-    ratio_list = None
-    if ratios is not None:
-        try:
-            ratio_list = [float(r) for r in ratios.split(",") if r.strip()]
-        except ValueError:
-            raise click.BadParameter(
-                f"expected comma-separated numbers in [0, 1], got {ratios!r}", param_hint="--ratios"
-            ) from None
+    ratio_list = None if ratios is None else _float_list(ratios, "--ratios")
     result = run_experiment(
         config,
         out_dir=out_dir,

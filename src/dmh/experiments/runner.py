@@ -317,11 +317,7 @@ def resolve_config(
     the run was reduced when any of them leaves out part of the config.
     """
     cfg = copy.deepcopy(validate_config(copy.deepcopy(config)))
-    full = {
-        "seeds": list(cfg["seeds"]),
-        "bits": list(cfg["bits"]),
-        "paired_ratios": sorted({float(r) for run in cfg["runs"] for r in run["paired_ratios"]}),
-    }
+    full = _extent(cfg)
     q = cfg.get("quick", {}) if quick else {}
     if "seeds" in q:
         cfg["seeds"] = list(q["seeds"])
@@ -354,11 +350,7 @@ def resolve_config(
         cfg["runs"] = [run for run in cfg["runs"] if run["paired_ratios"]]
         if not cfg["runs"]:
             raise ValueError(f"no run of experiment {cfg['name']!r} has a paired ratio in {wanted}")
-    ran = {
-        "seeds": list(cfg["seeds"]),
-        "bits": list(cfg["bits"]),
-        "paired_ratios": sorted({float(r) for run in cfg["runs"] for r in run["paired_ratios"]}),
-    }
+    ran = _extent(cfg)
     reduced = {k: {"config": full[k], "ran": ran[k]} for k in full if not set(full[k]) <= set(ran[k])}
     chosen = list(cfg["default_datasets"]) if datasets is None else list(datasets)
     if not chosen:
@@ -387,6 +379,12 @@ def resolve_config(
         "quick_method_params": q.get("method_params", {}),
     }
     return cfg
+
+
+def _extent(cfg: dict) -> dict:
+    """The seeds, bit lengths and paired ratios a config covers."""
+    ratios = sorted({float(r) for run in cfg["runs"] for r in run["paired_ratios"]})
+    return {"seeds": list(cfg["seeds"]), "bits": list(cfg["bits"]), "paired_ratios": ratios}
 
 
 def _run_params(cfg: dict, run: dict) -> dict:
@@ -603,20 +601,20 @@ def run_experiment(
     )
     atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
     finished = load_cells(out)
-    n_own = sum(cell_key(c) in finished for c in cells)
+    keys = [cell_key(c) for c in cells]
+    n_own = sum(k in finished for k in keys)
     n_borrowed = 0
     for folder in reuse or ():
         if not (Path(folder) / CELLS_FILE).is_file():
             raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} there (not an experiment output folder)")
         other = load_cells(folder)
-        for c in cells:
-            k = cell_key(c)
+        for k in keys:
             if k not in finished and k in other:
                 finished[k] = other[k]
                 n_borrowed += 1
     if n_borrowed:
         _write_cells(out, finished)
-    todo = [c for c in cells if cell_key(c) not in finished]
+    todo = [c for c, k in zip(cells, keys, strict=True) if k not in finished]
     say(
         f"{cfg['name']}: {len(cells)} cell(s), {n_own} already finished in {out}"
         + (f", {n_borrowed} reused from {', '.join(str(f) for f in reuse)}" if n_borrowed else "")
@@ -637,7 +635,7 @@ def run_experiment(
         entry = _fit_cell(cell, data[cell["dataset"]], cache[key], keep_history)
         finished[entry["key"]] = entry
         _write_cells(out, finished)
-    planned = [finished[cell_key(c)] for c in cells]
+    planned = [finished[k] for k in keys]
     files = write_outputs(cfg, planned, out, plots=plots)
     return {
         "out_dir": out,
@@ -758,9 +756,8 @@ def _metric_tables(cfg, summary, metric, datasets) -> list[str]:
                         row.append(_paper_cell(cfg, task, shown, b))
                 lines.append("| " + " | ".join(row) + " |")
             notes = []
-            if with_paper:
+            if with_paper:  # rows run here that the paper lacks; rows the paper has and this run does not
                 notes += [f"{shown}: {why}." for shown, why in paper.get("not_in_paper", {}).items() if shown in seen]
-            if with_paper:  # rows the paper has and this run does not (quoted methods, skipped ones)
                 for shown in paper["rows"].get(task, {}):
                     if shown in seen:
                         continue

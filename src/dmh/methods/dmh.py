@@ -204,7 +204,8 @@ class DMH(BaseHasher):
                     # a principal direction's sign (and, for close eigenvalues, its rank) is arbitrary:
                     # keep bit identities from round to round, as GBE's warm start does, since the
                     # networks carry over between rounds
-                    H = pca_codes(Y, self.n_bits_) if H is None else align_bits(pca_codes(Y, self.n_bits_), H)
+                    H_pca = pca_codes(Y, self.n_bits_)
+                    H = H_pca if H is None else align_bits(H_pca, H)
                     history["gbe"].append([])
                 t["gbe"] = time.perf_counter() - t0
                 if bar:
