@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 
 import dmh
 from dmh import CrossModalData, make_semi_paired
-from dmh.baselines import _utils_a as U
+from dmh.baselines import fitting, spectral as U
 from dmh.baselines import cmfh as cmfh_mod
 from dmh.baselines import cvh as cvh_mod
 from dmh.baselines import imh as imh_mod
@@ -238,8 +238,8 @@ def _imh_problem(mu):
     idx_i, idx_t = np.flatnonzero(semi.image_mask), np.flatnonzero(semi.text_mask)
     paired = np.flatnonzero(semi.paired_mask)
     pi, pt = np.searchsorted(idx_i, paired), np.searchsorted(idx_t, paired)
-    Xi, _ = U.centre(semi.image[idx_i])
-    Xt, _ = U.centre(semi.text[idx_t])
+    Xi, _ = fitting.centre(semi.image[idx_i])
+    Xt, _ = fitting.centre(semi.text[idx_t])
     Li = U.laplacian(U.knn_heat_affinity(Xi, 4)).toarray()
     Lt = U.laplacian(U.knn_heat_affinity(Xt, 4)).toarray()
     return Xi, Xt, Li, Lt, pi, pt

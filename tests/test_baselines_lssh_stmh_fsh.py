@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 import dmh
 from dmh import CrossModalData
-from dmh.baselines import _common
+from dmh.baselines import sparse_coding as _common
 from dmh.baselines.fsh import FSH, _simplex_weights, fusion_similarity, knn_uniform
 from dmh.baselines.lssh import LSSH, lssh_objective
 from dmh.baselines.stmh import STMH, top_m_indicator, top_m_margin

@@ -62,7 +62,7 @@ def _parse_params(items, methods) -> dict[str, dict]:
 
 
 def _check_params(methods, params):
-    from .methods import get_method_class
+    from .registry import get_method_class
 
     for m in methods:
         valid = get_method_class(m)().get_params(deep=False)
@@ -154,7 +154,7 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, plots
     """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image."""
     from .datasets import load_dataset
     from .evaluation import run_evaluation
-    from .methods import get_method_class
+    from .registry import get_method_class
     from .report import markdown_table
 
     methods = [m.strip().lower() for m in method.split(",") if m.strip()]
@@ -207,7 +207,7 @@ def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
     """Fit one model on DATA's training set (made semi-paired when --paired-ratio < 1) and save it."""
     from .data import make_semi_paired
     from .datasets import load_dataset
-    from .methods import get_method_class
+    from .registry import get_method_class
 
     klass = get_method_class(method)
     mparams = _parse_params(params, [method])[method]

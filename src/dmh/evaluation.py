@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from .data import CrossModalData, make_semi_paired
-from .methods import get_method_class
+from .registry import get_method_class
 
 __all__ = ["TASKS", "evaluate_model", "run_evaluation"]
 

@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
-from sklearn.utils import check_random_state
 
+from .._validation import check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ._utils_a import LinearHashMixin, centre, check_nonnegative, fix_column_signs
+from .fitting import LinearHashMixin, centre
+from .spectral import fix_column_signs
 
 __all__ = ["CVH", "cvh_eigenproblem"]
 
@@ -114,7 +115,7 @@ class CVH(LinearHashMixin, BaseHasher):
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        reg = check_nonnegative(self.reg, "reg", name)
+        reg = check_real(self.reg, "reg", owner=name)
         check_random_state(self.random_state)  # validated for the common interface; unused
         k = self.n_bits_
         paired = data.paired_mask

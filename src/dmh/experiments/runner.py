@@ -127,7 +127,7 @@ def _check_ratios(config, where, values):
 
 def _method_class(name):
     """The registry's class, or None when the registry names it but its module is not written yet."""
-    from ..methods import get_method_class
+    from ..registry import get_method_class
 
     try:
         return get_method_class(name)
@@ -150,7 +150,7 @@ def _check_params(config, where, method, params):
 
 
 def _registry_names() -> list[str]:
-    from ..methods import method_names
+    from ..registry import method_names
 
     return method_names()
 
@@ -515,7 +515,7 @@ def _history(model) -> dict | None:
 
 def _fit_cell(cell, data, train, keep_history: bool):
     from ..evaluation import evaluate_model
-    from ..methods import get_method_class
+    from ..registry import get_method_class
 
     klass = get_method_class(cell["method"])
     model = klass(n_bits=cell["n_bits"], random_state=cell["seed"], **cell["params"])
