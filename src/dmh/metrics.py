@@ -83,7 +83,10 @@ from scipy.special import digamma
 
 from ._validation import check_codes
 from .data import label_matrix
-from .index import _hamming_words, _popcount_into, _to_words
+from .hamming import code_words as _words
+from .hamming import hamming_words as _hamming_words
+from .hamming import popcount_into as _popcount_into
+from .hamming import to_words as _to_words
 
 __all__ = [
     "hamming_distance",
@@ -114,10 +117,6 @@ def _code_pair(query_codes, database_codes):
     if q.shape[1] == 0:
         raise ValueError("codes have 0 bits")
     return q, d
-
-
-def _words(codes: np.ndarray) -> np.ndarray:
-    return _to_words(np.packbits(codes > 0, axis=1, bitorder="little"))
 
 
 def hamming_distance(query_codes, database_codes) -> np.ndarray:
