@@ -244,7 +244,7 @@ def test_names_specs_and_descriptions(tmp_path):
 def test_datasets_command(mir_folder):
     from click.testing import CliRunner
 
-    from dmh.cli_data import datasets
+    from dmh.cli.data import datasets
 
     runner = CliRunner()
     out = runner.invoke(datasets, [])

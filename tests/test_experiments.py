@@ -61,7 +61,7 @@ def test_config_parses_and_is_valid(name):
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_every_row_we_run_has_the_papers_numbers(name):
     cfg = resolve_config(load_config(name))
-    from dmh.experiments.runner import _labels
+    from dmh.experiments.outputs import _labels
 
     shown = set(_labels(cfg).values())
     for task, rows in cfg["paper"]["rows"].items():
