@@ -71,6 +71,10 @@ query-database pairs at a time), so memory is O(chunk x n_database), independent
 queries. Distances are XOR + popcount over 64-bit words; the position-tie-broken ranking is a
 stable radix sort of the small-integer distances; every metric that needs only how many items
 (and how many relevant ones) sit at each distance uses those per-distance counts.
+
+This module is longer than ~500 lines on purpose: every metric shares the one pass over the ranked
+distances (``_scan``) and its per-distance buckets, and splitting them would separate each metric
+from the engine that computes it.
 """
 
 from __future__ import annotations
@@ -410,7 +414,14 @@ def mean_average_precision(
     top_k: int | None = None,
     chunk_size: int = 256,
 ) -> float:
-    """MAP over the whole database (``top_k=None``) or MAP@k; see the module docstring."""
+    """MAP over the whole database (``top_k=None``) or MAP@k; see the module docstring.
+
+    For one query, rank the database by Hamming distance (ties by database position) and let
+    ``p_1 < p_2 < ...`` be the 0-based ranked positions of its ``R`` relevant items:
+    ``AP = (1 / R) * sum_m m / (p_m + 1)`` (0 when ``R = 0``); MAP is the mean of AP over queries.
+    That sum is the one line ``contrib = ranks[:n_rel] / (pos + 1.0)`` of :func:`_scan`, which
+    computes every ranking metric in one pass over the queries.
+    """
     return float(
         average_precisions(query_codes, database_codes, query_labels, database_labels, top_k, chunk_size).mean()
     )

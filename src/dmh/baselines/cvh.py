@@ -21,7 +21,7 @@ with ``C`` the covariances of the centred views: the eigenvalues are ``2 (1 - rh
 canonical correlations ``rho``; CVH for two views is CCA (as the paper notes).
 
 Choices where the paper is silent, or that I could not check against it (see
-``docs/baselines_cvh_imh_cmfh.md``):
+``docs/baselines.md``):
 
 * ``reg``: a ridge ``r_k I`` added to each view's covariance ``C_kk`` *wherever it appears* (both
   sides of the eigenproblem: regularised CCA). ``r_k = reg * trace(C_kk) / d_k`` is relative to the

@@ -28,7 +28,7 @@ graph term of modality ``v``. Hash functions: ``h^v(x) = sign(x W^v)``.
 
 Preprocessing: every sample scaled to unit norm, then centred with the training mean (as in the
 authors' public re-implementation's demo). Where the paper could not be checked (the form of the
-fusion similarity, the kernel width, the weight update), see ``docs/baselines_lssh_stmh_fsh.md``.
+fusion similarity, the kernel width, the weight update), see ``docs/baselines.md``.
 """
 
 from __future__ import annotations

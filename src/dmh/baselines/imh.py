@@ -19,7 +19,7 @@ for fixed ``Y^(1)`` gives ``Y^(2) = E Y^(1)``; what remains is ``min Tr(Y^(1)T C
 ``Y^(1)T Y^(1) = I``: the ``n_bits`` smallest eigenvectors of ``C``. Codes of new objects are
 ``sign((x - mean^(g)) W^(g))``.
 
-Implementation notes (see ``docs/baselines_cvh_imh_cmfh.md``):
+Implementation notes (see ``docs/baselines.md``):
 
 * ``U = mu I`` on the paired objects. The inter-media block of ``C`` is computed in a form that is
   stable for large ``mu`` (``mu = inf`` is the hard constraint ``y_i^(1) = y_i^(2)``):

@@ -19,7 +19,7 @@ many as bits), and every sample is scaled to unit Euclidean norm. Everything is 
 model and applied again when encoding.
 
 Where the description above leaves freedom (the lasso solver, the dictionary solver, the scale of
-``lambda``), see ``docs/baselines_lssh_stmh_fsh.md``.
+``lambda``), see ``docs/baselines.md``.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ class LSSH(BaseHasher):
 
         The closed form of ``A`` given both: ``(mu U U' + gamma I)^-1 (mu U y + gamma R' s)``. The
         authors' evaluation code hashes the retrieval set (the training pairs) this way, so its
-        database codes carry both modalities; ``benchmarks/check_baselines_b.py`` uses it to
+        database codes carry both modalities; ``benchmarks/check_lssh_stmh_fsh.py`` uses it to
         reproduce the published protocol. Cross-modal retrieval in :mod:`dmh` encodes one modality.
         """
         image = self._check_X(image, "image")

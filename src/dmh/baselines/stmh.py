@@ -22,7 +22,7 @@ largest entries (the authors' code thresholds at the median, the same for even `
 therefore has exactly ``m`` bits set to +1.
 
 No preprocessing (the authors' code uses the features as given). See
-``docs/baselines_lssh_stmh_fsh.md`` for the choices made where the description is not explicit.
+``docs/baselines.md`` for the choices made where the description is not explicit.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import scipy.io as sio
 import dmh
 from dmh.datasets import benchmarks as bm
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 MIR = SHARED / "mirflickr25k_text_labels"
 needs_mir = pytest.mark.skipif(
     not (MIR / "mirflickr25k-yall.mat").is_file(),
