@@ -12,24 +12,22 @@ __all__ = ["USER_ERRORS", "check_params", "float_list", "int_list", "parse_param
 USER_ERRORS = (ValueError, KeyError, TypeError, FileNotFoundError)
 
 
-def int_list(text: str, what: str) -> list[int]:
+def _number_list(text: str, what: str, kind, kind_name: str) -> list:
     try:
-        out = [int(t) for t in text.split(",") if t.strip()]
+        out = [kind(t) for t in text.split(",") if t.strip()]
     except ValueError:
-        raise click.BadParameter(f"{what} must be comma-separated integers, got {text!r}") from None
+        raise click.BadParameter(f"{what} must be comma-separated {kind_name}, got {text!r}") from None
     if not out:
         raise click.BadParameter(f"{what} is empty")
     return out
+
+
+def int_list(text: str, what: str) -> list[int]:
+    return _number_list(text, what, int, "integers")
 
 
 def float_list(text: str, what: str) -> list[float]:
-    try:
-        out = [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{what} must be comma-separated numbers, got {text!r}") from None
-    if not out:
-        raise click.BadParameter(f"{what} is empty")
-    return out
+    return _number_list(text, what, float, "numbers")
 
 
 def parse_params(items, methods) -> dict[str, dict]:

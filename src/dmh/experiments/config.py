@@ -79,6 +79,16 @@ def _fail(config, where: str, what: str):
     raise ValueError(f"config {config.get('name', '?')!r}: {where} {what}")
 
 
+def _check_object(config, where, value, allowed, say_allowed: bool = False):
+    """``value`` is a JSON object with keys among ``allowed``."""
+    if not isinstance(value, dict):
+        _fail(config, where, "must be an object")
+    extra = set(value) - set(allowed)
+    if extra:
+        allowed_note = f"; allowed: {sorted(allowed)}" if say_allowed else ""
+        _fail(config, where, f"has unknown key(s) {sorted(extra)}{allowed_note}")
+
+
 def _check_int_list(config, where, values, low=None, high=None):
     if not isinstance(values, list) or not values:
         _fail(config, where, f"must be a non-empty list of integers, got {values!r}")
@@ -150,11 +160,7 @@ def validate_config(config: dict) -> dict:
     labels: dict = {}
     for i, run in enumerate(runs):
         where = f"runs[{i}]"
-        if not isinstance(run, dict):
-            _fail(config, where, "must be an object")
-        extra = set(run) - _RUN_KEYS
-        if extra:
-            _fail(config, where, f"has unknown key(s) {sorted(extra)}; allowed: {sorted(_RUN_KEYS)}")
+        _check_object(config, where, run, _RUN_KEYS, say_allowed=True)
         for key in ("label", "method", "paired_ratios"):
             if key not in run:
                 _fail(config, where, f"lacks {key!r}")
@@ -203,11 +209,7 @@ def validate_config(config: dict) -> dict:
 
 def _check_dataset(config, name, spec):
     where = f"datasets.{name}"
-    if not isinstance(spec, dict):
-        _fail(config, where, "must be an object")
-    extra = set(spec) - _DATASET_KEYS
-    if extra:
-        _fail(config, where, f"has unknown key(s) {sorted(extra)}")
+    _check_object(config, where, spec, _DATASET_KEYS)
     if ("builtin" in spec) == ("benchmark" in spec or "file" in spec):
         _fail(config, where, "needs exactly one source: 'builtin', or 'benchmark' with 'path', or 'file'")
     if "builtin" in spec:
