@@ -72,8 +72,8 @@ class DMH(BaseHasher):
     nets_ : dict of str to torch.nn.Module
         The two hash networks of DAM, ``{"image": ..., "text": ...}``; ``sign`` of a network's output
         on standardised features is the code.
-    codes_ : ndarray of shape (n_train, n_bits)
-        The training objects' relaxed binary codes H of the last round (GBE, or PCA with
+    codes_ : ndarray of int8 of shape (n_train, n_bits)
+        The training objects' binary codes H in {-1, +1} of the last round (GBE, or signed PCA with
         ``binary_embedding="pca"``), the targets the networks were fitted to. Not saved with the model.
     features_ : ndarray of shape (n_train, d)
         The modality-invariant features Y of the training objects from the last CLE round (both
