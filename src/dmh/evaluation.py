@@ -330,10 +330,14 @@ def run_evaluation(
     ``data`` needs a split and labels. ``method_params`` maps a method name to extra keyword
     arguments. ``on_record`` is called with each result record as soon as it exists (for writing
     partial results); cells whose key (:func:`cell_key`) is in ``done`` are skipped (to resume an
-    interrupted run). Returns the list of records, one per cell and task.
+    interrupted run; a ``(method, n_bits, paired_ratio, seed)`` tuple in ``done``, as earlier
+    versions took, skips that cell too). ``source`` names the data in the cells' keys. Returns the
+    list of records, one per cell and task.
     """
     cells = plan_evaluation(data, source, methods, bits, paired_ratios, seeds, method_params)
-    cells = [c for c in cells if not done or c["key"] not in done]
+    done = set(done or ())
+    cells = [c for c in cells
+             if c["key"] not in done and (c["method"], c["n_bits"], c["paired_ratio"], c["seed"]) not in done]
 
     def on_entry(entry):
         for rec in entry["records"]:

@@ -54,10 +54,10 @@ def parse_params(items, methods) -> dict[str, dict]:
 
 def check_params(methods, params):
     """Every ``--param`` names a hyperparameter of its method (before any work)."""
-    from ..registry import get_method_class
+    from ..evaluation import full_params
 
     for m in methods:
-        valid = get_method_class(m)().get_params(deep=False)
-        unknown = sorted(set(params.get(m, {})) - set(valid) - {"n_bits", "random_state"})
-        if unknown:
-            raise click.BadParameter(f"unknown parameter(s) {unknown} for method {m!r}; it has {sorted(valid)}")
+        try:
+            full_params(m, {k: v for k, v in params.get(m, {}).items() if k not in ("n_bits", "random_state")})
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None

@@ -24,10 +24,36 @@ from pathlib import Path
 from .._atomic import atomic_write_text
 from .._json import jsonable as _jsonable
 from ..evaluation import cell_key, data_fingerprint, make_cell, run_cells
-from .config import _method_class, load_config, resolve_config, run_params, source_string
+from .config import (
+    DOCUMENTED_METHODS,
+    KINDS,
+    _method_class,
+    config_names,
+    load_config,
+    resolve_config,
+    run_params,
+    source_string,
+    validate_config,
+)
 from .outputs import write_outputs
+from .summary import summarize_records
 
-__all__ = ["CELLS_FILE", "cell_key", "load_cells", "plan_cells", "run_experiment"]
+# the config and output names are re-exported: they were importable from this module before the split
+__all__ = [
+    "CELLS_FILE",
+    "DOCUMENTED_METHODS",
+    "KINDS",
+    "cell_key",
+    "config_names",
+    "load_cells",
+    "load_config",
+    "plan_cells",
+    "resolve_config",
+    "run_experiment",
+    "summarize_records",
+    "validate_config",
+    "write_outputs",
+]
 
 CELLS_FILE = "cells.json"
 
