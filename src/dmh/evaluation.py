@@ -334,7 +334,8 @@ def run_evaluation(
     versions took, skips that cell too). ``source`` names the data in the cells' keys. Returns the
     list of records, one per cell and task.
     """
-    cells = plan_evaluation(data, source, methods, bits, paired_ratios, seeds, method_params)
+    name = data.name or "data"
+    cells = plan_evaluation(data, source, methods, bits, paired_ratios, seeds, method_params, dataset=name)
     done = set(done or ())
     cells = [c for c in cells
              if c["key"] not in done and (c["method"], c["n_bits"], c["paired_ratio"], c["seed"]) not in done]
@@ -344,5 +345,5 @@ def run_evaluation(
             if on_record is not None:
                 on_record(rec)
 
-    entries = run_cells(cells, {"data": data}, on_entry=on_entry, progress=progress)
+    entries = run_cells(cells, {name: data}, on_entry=on_entry, progress=progress)
     return [rec for e in entries for rec in e["records"]]

@@ -77,7 +77,8 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, plots
     dataset = load_dataset(data)
     dataset.require_labels()
     click.echo(dataset.summary())
-    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seed_list, mparams)
+    name = dataset.name or "data"
+    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seed_list, mparams, dataset=name)
     reused: dict[str, list[dict]] = {}
     if resume and Path(out).exists():
         try:
@@ -97,7 +98,7 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, plots
         records.extend(entry["records"])
         write_results(out, records, dataset=dataset.summary(), config=config, label_prior_map=prior)
 
-    run_cells(todo, {"data": dataset}, on_entry=save_partial, progress=True)
+    run_cells(todo, {name: dataset}, on_entry=save_partial, progress=True)
     written = write_results(out, records, dataset=dataset.summary(), config=config, label_prior_map=prior,
                             tables=True, plots=plots)
     click.echo("MAP over the whole database (Hamming ranking):")
