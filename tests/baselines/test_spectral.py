@@ -1,4 +1,4 @@
-"""Graph helpers of the spectral baselines against naive references."""
+"""Graph functions of the spectral baselines against naive references."""
 
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""STMH: topics per code, text codes, and its top-m helpers against naive references."""
+"""STMH: topics per code, text codes, and its top-m functions against naive references."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Graph and eigenvector helpers of the spectral baselines (CVH, IMH): k-NN heat-kernel affinity,
+"""Graph and eigenvector functions of the spectral baselines (CVH, IMH): k-NN heat-kernel affinity,
 Laplacian, eigenvector sign fixing. Module-level so that tests can check them against naive references."""
 
 from __future__ import annotations
