@@ -326,11 +326,13 @@ def encode_to_shards(
     paths=None,
     encoder_factory=None,
     options: RayOptions | None = None,
+    rows_per_shard: int = 65_536,
 ) -> dict:
     """Encode on Ray and write the codes as Parquet shards in the folder ``out`` (created; must be
     empty): from ``features`` (an array, rows named by ``ids``) or from image files ``paths`` (a
-    list or a folder; image features then hash codes, two stages). Returns the metadata written to
-    ``out/_dmh_codes.json``."""
+    list or a folder; image features then hash codes, two stages). The input is cut into blocks of
+    ``rows_per_shard`` rows (at most ``1024`` images), each written as one Parquet file (Ray may
+    split one further). Returns the metadata written to ``out/_dmh_codes.json``."""
     from .base import load_model
 
     if (features is None) == (paths is None):
@@ -352,7 +354,11 @@ def encode_to_shards(
     options = options or RayOptions()
     t0 = time.perf_counter()
     with ray_session(options):
-        ds = feature_dataset(features, ids) if features is not None else image_dataset(paths, ids)
+        ds = (
+            feature_dataset(features, ids, block_rows=rows_per_shard)
+            if features is not None
+            else image_dataset(paths, ids, block_rows=min(rows_per_shard, 1024))
+        )
         if paths is not None:
             ds = ds.map_batches(ImageFeatureStage, fn_constructor_args=(encoder_factory,), **options.map_kwargs())
         ds = ds.map_batches(HashStage, fn_constructor_args=(model_path.read_bytes(), modality), **options.map_kwargs())
