@@ -67,7 +67,7 @@ def test_encode_features_on_ray_equals_plain_path(ray_runtime, small_model, tmp_
     ids = rng.permutation(50_000)[:3000]
     meta = dist.encode_to_shards(
         path, tmp_path / "codes", modality="text", features=X, ids=ids,
-        options=dist.RayOptions(batch_size=256, concurrency=2), rows_per_shard=1000,
+        options=dist.RayOptions(batch_size=256), rows_per_shard=1000,
     )
     assert meta["n_codes"] == 3000 and meta["n_bits"] == 16
     assert len(list((tmp_path / "codes").glob("*.parquet"))) >= 2  # sharded
@@ -139,3 +139,34 @@ def test_efficientnet_features_on_ray_equal_plain_path(ray_runtime, tmp_path):
     np.testing.assert_array_equal(ok, ok_plain)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert [p.name for p, _ in failures] == [p.name for p, _ in failures_plain] == ["im99.jpg"]
+
+
+def test_cli_encode_on_ray_then_index_and_search(ray_runtime, small_model, tmp_path):
+    """dmh encode --ray writes shards; dmh index / dmh search read them as they read a code file."""
+    import json
+
+    from dmh import save_data
+    from dmh.cli import main
+    from dmh.data import CrossModalData
+
+    path, _ = small_model
+    rng = np.random.default_rng(4)
+    text_mask = np.ones(400, bool)
+    text_mask[[3, 77]] = False
+    data = save_data(
+        CrossModalData(image=rng.normal(size=(400, 20)), text=rng.normal(size=(400, 10)), text_mask=text_mask),
+        tmp_path / "data.npz",
+    )
+    common = [str(path), str(data), "--modality", "text"]
+    assert main(["encode", *common, "--out", str(tmp_path / "plain.npz")]) == 0
+    assert main(["encode", *common, "--out", str(tmp_path / "shards"), "--ray-batch-size", "64", "--ray"]) == 0
+    for src, out in (("plain.npz", "a.dmhidx"), ("shards", "b.dmhidx")):
+        assert main(["index", str(tmp_path / src), "--out", str(tmp_path / out)]) == 0
+    hits = []
+    for idx, queries in (("a.dmhidx", "shards"), ("b.dmhidx", "plain.npz")):
+        out = tmp_path / f"{idx}.json"
+        assert main(["search", str(tmp_path / idx), "--codes", str(tmp_path / queries), "--k", "9",
+                     "--out", str(out)]) == 0
+        hits.append(json.loads(out.read_text())["results"])
+    assert hits[0] == hits[1] and len(hits[0]) == 398
+    assert {r["query_id"] for r in hits[0]} == set(range(400)) - {3, 77}

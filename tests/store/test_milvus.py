@@ -117,3 +117,30 @@ def test_parse_store():
     for bad in ("faiss", "milvus:", "milvus:c.txt"):
         with pytest.raises(ValueError, match="--store"):
             parse_store(bad)
+
+
+def test_cli_index_into_milvus_and_search(tmp_path):
+    """dmh index --store milvus:FILE.db, then dmh search milvus:FILE.db answers as the local index."""
+    import json
+
+    from dmh.cli import main
+    from dmh.index import save_codes
+
+    rng = np.random.default_rng(5)
+    codes = _codes(rng, 300, 24)
+    save_codes(tmp_path / "codes.npz", codes, rng.permutation(1000)[:300])
+    save_codes(tmp_path / "queries.npz", codes[:10], np.arange(10))
+    db = f"milvus:{tmp_path / 'c.db'}"
+    assert main(["index", str(tmp_path / "codes.npz"), "--out", str(tmp_path / "a.dmhidx")]) == 0
+    assert main(["index", str(tmp_path / "codes.npz"), "--store", db, "--collection", "cli"]) == 0
+    assert main(["index", str(tmp_path / "codes.npz"), "--store", db, "--collection", "cli"]) == 2  # exists
+    assert main(["index", str(tmp_path / "codes.npz"), "--store", db, "--collection", "cli", "--replace"]) == 0
+    results = []
+    for index in (str(tmp_path / "a.dmhidx"), db):
+        for how in (["--k", "12"], ["--radius", "8"]):
+            out = tmp_path / "hits.json"
+            args = ["search", index, "--codes", str(tmp_path / "queries.npz"), *how, "--out", str(out)]
+            assert main([*args, "--collection", "cli"] if index == db else args) == 0
+            results.append(json.loads(out.read_text())["results"])
+    assert results[0] == results[2] and results[1] == results[3]
+    assert main(["index", str(tmp_path / "codes.npz"), "--store", "milvus"]) == 2  # no .db file named
