@@ -706,9 +706,8 @@ class Collection:
             except CollectionError:
                 raise
             except Exception as exc:
-                raise CollectionError(
-                    f"the upload is not an image that can be read ({type(exc).__name__}: {exc})"
-                ) from None
+                why = "not an image format Pillow reads" if type(exc).__name__ == "UnidentifiedImageError" else exc
+                raise CollectionError(f"the upload is not an image that can be read ({why})") from None
             image = im
         return self.model.encode_raw(images=[image])
 
