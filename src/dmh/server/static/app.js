@@ -45,7 +45,6 @@
         const img = document.createElement("img");
         img.src = r.thumbnail;
         img.alt = r.caption || r.name;
-        img.loading = "lazy";
         img.title = r.name;
         box.appendChild(img);
       } else {
