@@ -154,7 +154,7 @@ def test_page_on_generated_shapes(browser, shapes_collection):
 
 @pytest.mark.skipif(not (FASHION / "texts.jsonl").is_file(), reason=f"real data absent: {FASHION}")
 def test_page_on_fashion_photos(browser, tmp_path):
-    """240 real product photos (every 11th of the 2600, all 26 product types), titles kept for 4
+    """237 real product photos (every 11th of the 2600, all 26 product types), titles kept for 4
     in 5 of them (semi-paired); a small DMH fit (1 round) keeps the build to about a minute."""
     pytest.importorskip("efficientnet_lite_pytorch", reason="the images extra is not installed")
     from dmh.collection import build_collection
