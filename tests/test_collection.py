@@ -207,3 +207,25 @@ def test_cli_build_search_formats(tmp_path, shapes_collection):
     res = runner.invoke(cli, ["search", str(shapes_collection), "--image",
                               str(shapes_collection.parent / "query.png"), "--target", "texts"])
     assert res.exit_code == 0 and res.output.startswith("rank") and len(res.output.splitlines()) == 11
+
+
+def test_cli_build_and_add(tmp_path):
+    from dmh.cli import cli
+    from dmh.datasets.shapes import make_shapes
+
+    photos, captions = make_shapes(tmp_path / "photos", 20, caption_ratio=0.8)
+    runner = CliRunner()
+    res = runner.invoke(cli, ["build", str(photos), str(captions), "-o", str(tmp_path / "col"), "--method", "cvh",
+                              "--bits", "8", "--image-model", "pixels-16", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "collection ready" in res.output
+    res = runner.invoke(cli, ["build", str(photos), str(captions), "-o", str(tmp_path / "col"), "--method", "cvh",
+                              "--bits", "8", "--image-model", "pixels-16", "--no-progress"])
+    assert res.exit_code == 0 and "are skipped" in res.output
+    more = tmp_path / "more.csv"
+    more.write_text("image,caption\n,a blue cross drawn on paper\n")
+    res = runner.invoke(cli, ["add", str(tmp_path / "col"), str(more), "--no-progress"])
+    assert res.exit_code == 0 and "added 1 item" in res.output, res.output
+    res = runner.invoke(cli, ["search", str(tmp_path / "col"), "--text", "blue cross paper", "--target", "texts",
+                              "--k", "30", "--format", "csv"])
+    assert res.exit_code == 0 and "a blue cross drawn on paper" in res.output  # 8 bits: ties, so k=30

@@ -122,3 +122,27 @@ def test_serve_binds_localhost_by_default():
 
     host = next(p for p in serve.params if p.name == "host")
     assert host.default == "127.0.0.1"
+
+
+def test_missing_serve_extra_names_the_install(monkeypatch):
+    import importlib
+    import importlib.util
+    import sys
+
+    from dmh.featurize import MissingExtraError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a))
+    for mod in ("dmh.server", "dmh.server.app"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    with pytest.raises(MissingExtraError, match=r'pip install "dmh\[serve\]"'):
+        importlib.import_module("dmh.server")
+
+
+def test_cli_serve_on_a_missing_collection(tmp_path):
+    from click.testing import CliRunner
+
+    from dmh.cli import cli
+
+    res = CliRunner().invoke(cli, ["serve", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "collection folder not found" in res.output

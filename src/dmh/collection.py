@@ -420,7 +420,10 @@ def build_collection(
             rng = np.random.default_rng(seed)
             data = data.subset(np.sort(rng.choice(data.n_objects, fit_max, replace=False)))
         klass = get_method_class(method)
-        model = klass(n_bits=n_bits, random_state=seed, **(params or {}))
+        extra = {}
+        if progress and "verbose" in klass().get_params(deep=False) and "verbose" not in (params or {}):
+            extra["verbose"] = True  # DMH's progress bars and stage timings
+        model = klass(n_bits=n_bits, random_state=seed, **(params or {}), **extra)
         log(f"fit: {type(model).__name__} ({n_bits} bits) on {data.n_objects} items ({data.n_paired} pairs)")
         model.fit(data)
         model.featurizer_ = spec
