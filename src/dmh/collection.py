@@ -265,7 +265,7 @@ class _Paths:
 def _settings(photos, captions, *, method, n_bits, params, image_model, text_features, vocabulary_size,
               fit_max, seed) -> dict:
     from .featurizer_spec import IMAGE_MODELS
-    from .methods import get_method_class
+    from .registry import get_method_class
 
     if photos is None and captions is None:
         raise CollectionError("give a photos folder, a captions file, or both")
@@ -407,7 +407,7 @@ def build_collection(
 
     # fit --------------------------------------------------------------------------------------
     if "fit" not in done:
-        from .methods import get_method_class
+        from .registry import get_method_class
 
         data, spec, ids = _load_features(P.features)
         n_pair = int((data.image_mask & data.text_mask).sum())
