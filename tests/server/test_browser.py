@@ -3,7 +3,7 @@ Debian's ``chromium`` and ``chromium-driver``, installed by ``.ci/run``).
 
 On a collection of generated shape photos (always) and on real product photos with their titles
 (``../shared/data/fashion``, when present): type a query, check that the result thumbnails appear
-in the order of the API's answer and load, upload a photo, and follow "More like this".
+in the order of the API's answer and load, upload a photo (file chooser and drop zone), and follow "More like this".
 With ``DMH_WRITE_SCREENSHOT=1`` the fashion run writes ``docs/images/search_page.png``.
 """
 
@@ -125,6 +125,28 @@ def _drive(driver, url, query, upload: Path, k=12):
     assert upload.name in driver.find_element(By.ID, "status").text
     cards = _shown(driver)
     _check_matches(cards, _post_image(f"{url}/api/search/image?k={k}&target=images", upload))
+
+    # 2b. the same photo dropped on the drop zone (a real drop event carrying a File)
+    driver.execute_script("document.body.dataset.state = ''")
+    driver.execute_async_script("""
+        const [url, done] = arguments;
+        fetch(url).then(r => r.blob()).then(blob => {
+          const dt = new DataTransfer();
+          dt.items.add(new File([blob], "dropped" + url.slice(url.lastIndexOf(".")), {type: blob.type}));
+          const zone = document.getElementById("drop");
+          zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: dt, bubbles: true}));
+          zone.dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true}));
+          done();
+        });""", "/photos/" + str(cards[0][0]))
+    _wait_done(driver)
+    assert "dropped" in driver.find_element(By.ID, "status").text
+    first = cards[0][0]
+    cards = _shown(driver)
+    with urllib.request.urlopen(f"{url}/photos/{first}", timeout=30) as r:
+        photo = r.read()
+    tmp = upload.with_name("dropped" + upload.suffix)
+    tmp.write_bytes(photo)
+    _check_matches(cards, _post_image(f"{url}/api/search/image?k={k}&target=images", tmp))
 
     # 3. "More like this" on the second result
     second = cards[1][0]
