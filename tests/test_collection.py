@@ -229,3 +229,24 @@ def test_cli_build_and_add(tmp_path):
     res = runner.invoke(cli, ["search", str(tmp_path / "col"), "--text", "blue cross paper", "--target", "texts",
                               "--k", "30", "--format", "csv"])
     assert res.exit_code == 0 and "a blue cross drawn on paper" in res.output  # 8 bits: ties, so k=30
+
+
+@pytest.mark.slow
+def test_efficientnet_raw_query_equals_stored_codes(tmp_path):
+    """With the real image model: photos given as queries, in the batches the build used, get
+    exactly the codes stored for them (same preprocessing, same network). Other batches move the
+    float32 features by rounding only (a bit whose projection is that close to 0 can flip)."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the images extra is not installed")
+    from dmh.collection import _load_features
+    from dmh.index import load_codes
+
+    col_path = build_shapes_collection(tmp_path, n=16, image_model="efficientnet-lite0", n_bits=8)
+    col = Collection(col_path)
+    codes, ids = load_codes(col_path / "image_codes.npz")
+    photos = [col.item(i)["image"] for i in ids.tolist()]
+    np.testing.assert_array_equal(col.model.encode_raw(images=photos), codes)
+    data, spec, rows = _load_features(col_path / "features.npz")
+    stored = data.image[np.searchsorted(rows, ids)]
+    np.testing.assert_array_equal(spec.image_features(photos), stored)
+    one_by_one = np.concatenate([spec.image_features([p]) for p in photos[:2]])
+    np.testing.assert_allclose(one_by_one, stored[:2], atol=1e-4)

@@ -733,6 +733,16 @@ class Collection:
                 return self._hits(codes[pos[it["id"]]][None, :], k, target, exclude=it["id"])
         raise CollectionError(f"item {item_id} has neither an indexed photo nor an indexed caption")
 
+    def warm(self) -> None:
+        """Load the featurizers now (the sentence or image model), so the first query is not slow."""
+        from PIL import Image
+
+        spec = self.model.featurizer_
+        if spec.text is not None and not spec.missing_extras():
+            self.model.encode_raw(texts=["warm up"])
+        if spec.image is not None and not spec.image.get("custom") and not spec.missing_extras():
+            self.model.encode_raw(images=[Image.new("RGB", (32, 32))])
+
     def thumbnail(self, item_id: int) -> Path:
         """The item's thumbnail, made (and kept) on first use."""
         it = self.item(item_id)

@@ -223,8 +223,11 @@ def run(collection, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits
     import uvicorn
 
     col = Collection(collection)
+    col.warm()
     app = create_app(col, limits)
     s = col.summary()
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log(f"note: bound to {host}, so other machines can reach this server; it has no login")
     log(f"serving {collection} ({s['items']} items: {s['images']} photos, {s['texts']} captions) "
         f"on http://{host}:{port}/  (Ctrl-C to stop)")
     uvicorn.run(app, host=host, port=port, log_level="warning")
