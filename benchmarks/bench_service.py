@@ -2,6 +2,7 @@
 
     python benchmarks/bench_service.py [--n-items 10000] [--queries 200] [--workdir /tmp/dmh-bench-service]
                                        [--out bench_service.json] [--readme]
+    python benchmarks/bench_service.py --collection mycollection/ [--image-queries 30]
 
 What is built: ``--n-items`` synthetic photos (coloured shapes drawn with Pillow, 96 px JPEGs,
 ``dmh.datasets.shapes``) with a caption each for 3 in 4 of them (the shapes' words plus two of 400
@@ -16,6 +17,10 @@ What is timed: the server runs as its own process (``dmh serve``, uvicorn); this
 thumbnail URLs it names over 6 keep-alive connections at once (as a browser does). Reported:
 median and 95th percentile of the API answer alone and of answer + all 20 thumbnails, after 10
 warm-up queries. The machine's other load counts too: the figures are an upper bound.
+
+``--collection`` times an existing collection instead (e.g. one built with EfficientNet-Lite0
+features); ``--image-queries N`` also times N image queries: ``POST /api/search/image`` with the
+bytes of N of the collection's own photos, answer + 20 thumbnails.
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ class _Conn(threading.local):
         return body
 
 
-def measure(col: Path, n_queries: int, k: int = 20, warmup: int = 10, seed: int = 1) -> dict:
+def measure(col: Path, n_queries: int, k: int = 20, warmup: int = 10, seed: int = 1, image_queries: int = 0) -> dict:
     port = _free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     server = subprocess.Popen([sys.executable, "-m", "dmh.cli", "serve", str(col), "--port", str(port)],
@@ -129,6 +134,23 @@ def measure(col: Path, n_queries: int, k: int = 20, warmup: int = 10, seed: int 
                 total.append((t_end - t_start) * 1000)
                 server_ms.append(body["took_ms"])
         info = json.loads(local.get("127.0.0.1", port, "/api/info"))
+        image_total = []
+        if image_queries:
+            manifest = json.loads((col / "manifest.json").read_text())["items"]
+            photos = [it["image"] for it in manifest if it["image"] and not it.get("error")]
+            picks = rng.choice(len(photos), min(len(photos), image_queries + 3), replace=False)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            for j, p in enumerate(picks):
+                data = Path(photos[p]).read_bytes()
+                t_start = time.perf_counter()
+                conn.request("POST", f"/api/search/image?k={k}", body=data, headers={"Content-Type": "image/jpeg"})
+                r = conn.getresponse()
+                body = json.loads(r.read())
+                assert r.status == 200, body
+                thumbs = [x["thumbnail"] for x in body["results"] if x["thumbnail"]]
+                list(pool.map(lambda u: len(local.get("127.0.0.1", port, u)), thumbs))
+                if j >= 3:
+                    image_total.append((time.perf_counter() - t_start) * 1000)
         pool.shutdown()
     finally:
         server.terminate()
@@ -138,11 +160,15 @@ def measure(col: Path, n_queries: int, k: int = 20, warmup: int = 10, seed: int 
         return {"median_ms": round(float(np.median(xs)), 1), "p95_ms": round(float(np.percentile(xs, 95)), 1),
                 "max_ms": round(float(np.max(xs)), 1)}
 
-    return {
+    out = {
         "collection": info["collection"], "k": k, "queries": n_queries, "warmup": warmup,
         "api": stats(api), "api_plus_thumbnails": stats(total), "server_took": stats(server_ms),
         "cores": os.cpu_count(), "machine": platform.platform(), "python": platform.python_version(),
     }
+    if image_total:
+        out["image_queries"] = len(image_total)
+        out["image_plus_thumbnails"] = stats(image_total)
+    return out
 
 
 def markdown(r: dict) -> str:
@@ -160,7 +186,9 @@ def markdown(r: dict) -> str:
         f"| {r['api_plus_thumbnails']['p95_ms']} ms |",
         f"| of which encoding + search in the server | {r['server_took']['median_ms']} ms "
         f"| {r['server_took']['p95_ms']} ms |",
-    ])
+    ] + ([f"| image query ({r['image_queries']} uploads) + all {r['k']} thumbnails "
+          f"| {r['image_plus_thumbnails']['median_ms']} ms | {r['image_plus_thumbnails']['p95_ms']} ms |"]
+         if "image_plus_thumbnails" in r else []))
 
 
 def main(argv=None):
@@ -170,10 +198,13 @@ def main(argv=None):
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/dmh-bench-service"))
     ap.add_argument("--out", type=Path)
     ap.add_argument("--readme", action="store_true", help="write the table into README.md (results:service)")
+    ap.add_argument("--collection", type=Path, help="time this existing collection instead of building one")
+    ap.add_argument("--image-queries", type=int, default=0, help="also time this many image uploads")
     args = ap.parse_args(argv)
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    col = make_collection(args.workdir, args.n_items)
-    result = measure(col, args.queries)
+    if args.collection is None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+    col = args.collection or make_collection(args.workdir, args.n_items)
+    result = measure(col, args.queries, image_queries=args.image_queries)
     print(json.dumps(result, indent=1))
     table = markdown(result)
     print(table)
