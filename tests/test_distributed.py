@@ -170,3 +170,31 @@ def test_cli_encode_on_ray_then_index_and_search(ray_runtime, small_model, tmp_p
         hits.append(json.loads(out.read_text())["results"])
     assert hits[0] == hits[1] and len(hits[0]) == 398
     assert {r["query_id"] for r in hits[0]} == set(range(400)) - {3, 77}
+
+
+def test_collection_built_and_added_on_ray_equals_plain(ray_runtime, tmp_path, shapes_collection):
+    """dmh build --ray / dmh add --ray: the same codes as the single-process build, so the same answers."""
+    import shutil
+
+    from dmh.collection import Collection, add_to_collection
+    from dmh.datasets.shapes import make_shapes
+    from dmh.index import load_codes
+
+    from .conftest import build_shapes_collection
+
+    options = dist.RayOptions(batch_size=8)
+    col_r = build_shapes_collection(tmp_path, ray=options)
+    for name in ("image_codes.npz", "text_codes.npz"):
+        for a, b in zip(load_codes(col_r / name), load_codes(shapes_collection / name), strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert not (col_r / "work").exists()
+    copy = tmp_path / "plain-copy"
+    shutil.copytree(shapes_collection, copy)
+    more, captions = make_shapes(tmp_path / "more", 5, caption_ratio=1.0, seed=9)
+    add_to_collection(copy, more, captions, progress=False, log=lambda m: None)
+    add_to_collection(col_r, more, captions, progress=False, log=lambda m: None, ray=options)
+    for name in ("image_codes.npz", "text_codes.npz"):
+        for a, b in zip(load_codes(col_r / name), load_codes(copy / name), strict=True):
+            np.testing.assert_array_equal(a, b)
+    q = [(h.id, h.distance) for h in Collection(col_r).search_text("a green square", 20)]
+    assert q == [(h.id, h.distance) for h in Collection(copy).search_text("a green square", 20)]

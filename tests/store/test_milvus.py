@@ -144,3 +144,51 @@ def test_cli_index_into_milvus_and_search(tmp_path):
             results.append(json.loads(out.read_text())["results"])
     assert results[0] == results[2] and results[1] == results[3]
     assert main(["index", str(tmp_path / "codes.npz"), "--store", "milvus"]) == 2  # no .db file named
+
+
+def test_collection_in_milvus_answers_as_local(tmp_path, shapes_collection):
+    """dmh build --store milvus (milvus-lite in the folder): searches, "more like this", dmh add and
+    the served API answer exactly as the collection with local index files."""
+    import shutil
+
+    from dmh.collection import Collection, add_to_collection
+    from dmh.datasets.shapes import make_shapes
+
+    from ..conftest import build_shapes_collection
+
+    col_m = build_shapes_collection(tmp_path, store="milvus")
+    assert (col_m / "store.json").is_file() and not (col_m / "images.dmhidx").exists()
+    local, milvus = Collection(shapes_collection), Collection(col_m)
+    assert type(milvus.indexes["images"]).__name__ == "MilvusCodeStore"
+    assert milvus.summary() == local.summary()
+
+    def answers(col):
+        return [
+            [(h.id, h.distance) for h in hits]
+            for hits in (
+                col.search_text("a red circle", 15),
+                col.search_text("a blue square on the left", 20, "texts"),
+                col.similar(3, 10),
+                col.search_image(col.items[5]["image"], 12),
+            )
+        ]
+
+    assert answers(milvus) == answers(local)
+    # the served API on the Milvus collection
+    pytest.importorskip("starlette")
+    pytest.importorskip("httpx")
+    from starlette.testclient import TestClient
+
+    from dmh.server import create_app
+
+    with TestClient(create_app(col_m)) as client:
+        body = client.get("/api/search", params={"q": "a red circle", "k": 15}).json()
+    assert [(x["id"], x["distance"]) for x in body["results"]] == answers(local)[0]
+    # add: new items reach the Milvus collections as they reach the local indexes
+    copy = tmp_path / "local-copy"
+    shutil.copytree(shapes_collection, copy)
+    more, captions = make_shapes(tmp_path / "more", 6, caption_ratio=1.0, extra_captions=0, seed=7)
+    for col in (copy, col_m):
+        assert add_to_collection(col, more, captions, progress=False, log=lambda m: None) == 6
+    a, b = Collection(copy), Collection(col_m)
+    assert len(b.indexes["images"]) == 54 and answers(a) == answers(b)

@@ -298,6 +298,10 @@ class MilvusCodeStore:
             self._client.delete(self.collection, ids=held[start : start + _ID_FILTER_BATCH].tolist())
         return int(held.size)
 
+    def remove_ids_from(self, start: int) -> None:
+        """Delete every code whose id is ``>= start``."""
+        self._client.delete(self.collection, filter=f"id >= {int(start)}")
+
     def reset(self) -> None:
         """Remove every code (the collection stays)."""
         self._client.delete(self.collection, filter="id >= 0")
