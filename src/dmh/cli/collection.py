@@ -209,6 +209,8 @@ def _make_search():
     def callback(index_path, text, image, like, target, fmt, **kw):
         from ..collection import is_collection
 
+        if not index_path.startswith("milvus:") and not Path(index_path).exists():
+            raise click.UsageError(f"{index_path} does not exist (a collection folder, an index file or milvus:URI)")
         if Path(index_path).is_dir():
             if not is_collection(index_path):
                 raise click.UsageError(
@@ -220,7 +222,7 @@ def _make_search():
                 raise click.UsageError(f"{', '.join(extra)} apply to an index file, not to a collection")
             return _search_collection(index_path, text, image, like, kw["k"], target, fmt, kw["out"])
         if any(v is not None for v in (text, image, like)):
-            raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is a file")
+            raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is not one")
         if fmt == "table":
             raise click.UsageError("--format table applies to a collection; use json or csv with an index")
         if not kw.get("rows"):
@@ -228,7 +230,7 @@ def _make_search():
         return index_search.callback(index_path=index_path, fmt=fmt or "json", **kw)
 
     params = [
-        click.Argument(["index_path"], metavar="COLLECTION|INDEX", type=click.Path(exists=True)),
+        click.Argument(["index_path"], metavar="COLLECTION|INDEX"),
         click.Option(["--text"], help="Collection: find what matches this text."),
         click.Option(["--image"], type=click.Path(dir_okay=False), help="Collection: find what looks like this image."),
         click.Option(["--like"], type=int, help="Collection: more like the item with this id."),
@@ -239,7 +241,8 @@ def _make_search():
     ] + [p for name, p in old.items() if name not in ("index_path", "fmt")]
     return click.Command(
         "search", callback=callback, params=params,
-        help="Search a COLLECTION by --text, --image or --like ID; or an INDEX file with query codes "
+        help="Search a COLLECTION by --text, --image or --like ID; or an INDEX (a file, or milvus:URI with "
+             "--collection for codes kept in Milvus) with query codes "
              "(--codes) or objects encoded on the fly (--model/--data/--modality), with --k or --radius.",
     )
 
