@@ -20,6 +20,19 @@ def test_missing_ray_names_the_install(monkeypatch):
         dist.require_ray()
 
 
+def test_cli_without_ray_names_the_install(monkeypatch, tmp_path, capsys):
+    from dmh import save_data
+    from dmh.cli import main
+    from dmh.data import CrossModalData
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    data = save_data(CrossModalData(image=np.ones((4, 3)), text=np.ones((4, 2))), tmp_path / "d.npz")
+    assert main(["build", str(tmp_path), "-o", str(tmp_path / "col"), "--ray"]) == 2
+    assert main(["encode", str(data), str(data), "--modality", "text", "--out", str(tmp_path / "s"), "--ray"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("pip install 'dmh[ray]'") == 2 and "Traceback" not in err
+
+
 def test_options_checked():
     with pytest.raises(ValueError, match="batch_size"):
         dist.RayOptions(batch_size=0)

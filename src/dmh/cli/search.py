@@ -185,9 +185,10 @@ def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cp
     from ..index import save_codes
 
     if ray_address is not None:
-        from ..distributed import encode_to_shards
+        from ..distributed import encode_to_shards, require_ray
 
         with _user_errors():
+            require_ray()  # before any work: a missing extra is named first
             options = _ray_options(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
             features, ids, skipped = _select_rows(data, modality, rows)
             meta = encode_to_shards(model, out, modality=modality, features=features, ids=ids, options=options)
