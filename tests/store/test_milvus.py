@@ -76,8 +76,8 @@ def test_results_complete_beyond_milvus_limit(filled, monkeypatch):
 def test_add_remove_reopen(lite_dir):
     rng = np.random.default_rng(1)
     codes = _codes(rng, 50, 32)
-    path = lite_dir / "reopen.db"
-    store = MilvusCodeStore(path, "c", n_bits=32)
+    path = lite_dir / "codes.db"  # one milvus-lite file (one embedded server) for the module
+    store = MilvusCodeStore(path, "reopen", n_bits=32)
     store.add(codes[:30])  # default ids 0..29
     store.add(codes[30:])  # then 30..49, after the largest id held
     assert len(store) == 50
@@ -87,23 +87,23 @@ def test_add_remove_reopen(lite_dir):
         store.add(np.ones((2, 16), dtype=np.int8))
     assert store.remove_ids([0, 1, 999]) == 2
     store.close()
-    again = MilvusCodeStore(path, "c")
+    again = MilvusCodeStore(path, "reopen")
     assert again.n_bits == 32 and len(again) == 48
     index = HammingIndex(32).add(codes[2:], np.arange(2, 50))
     np.testing.assert_array_equal(again.search(codes[:5], 10)[1], index.search(codes[:5], 10)[1])
     with pytest.raises(ValueError, match="holds 32-bit codes"):
-        MilvusCodeStore(path, "c", n_bits=64)
+        MilvusCodeStore(path, "reopen", n_bits=64)
     again.close()
 
 
 def test_clear_errors(lite_dir):
     with pytest.raises(ValueError, match="give n_bits"):
-        MilvusCodeStore(lite_dir / "none.db", "absent")
+        MilvusCodeStore(lite_dir / "codes.db", "absent")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         MilvusCodeStore(lite_dir / "no" / "such" / "x.db", "c", n_bits=8)
     with pytest.raises(ValueError, match="local mode only support BIN_FLAT|BIN_IVF_FLAT"):
-        MilvusCodeStore(lite_dir / "ivf.db", "c", n_bits=8, index="ivf")
-    empty = MilvusCodeStore(lite_dir / "empty.db", "c", n_bits=8)
+        MilvusCodeStore(lite_dir / "codes.db", "ivf", n_bits=8, index="ivf")
+    empty = MilvusCodeStore(lite_dir / "codes.db", "empty", n_bits=8)
     with pytest.raises(ValueError, match="empty"):
         empty.search(np.ones((1, 8), dtype=np.int8), 1)
     empty.close()
@@ -119,7 +119,7 @@ def test_parse_store():
             parse_store(bad)
 
 
-def test_cli_index_into_milvus_and_search(tmp_path):
+def test_cli_index_into_milvus_and_search(tmp_path, lite_dir):
     """dmh index --store milvus:FILE.db, then dmh search milvus:FILE.db answers as the local index."""
     import json
 
@@ -130,7 +130,7 @@ def test_cli_index_into_milvus_and_search(tmp_path):
     codes = _codes(rng, 300, 24)
     save_codes(tmp_path / "codes.npz", codes, rng.permutation(1000)[:300])
     save_codes(tmp_path / "queries.npz", codes[:10], np.arange(10))
-    db = f"milvus:{tmp_path / 'c.db'}"
+    db = f"milvus:{lite_dir / 'codes.db'}"
     assert main(["index", str(tmp_path / "codes.npz"), "--out", str(tmp_path / "a.dmhidx")]) == 0
     assert main(["index", str(tmp_path / "codes.npz"), "--store", db, "--collection", "cli"]) == 0
     assert main(["index", str(tmp_path / "codes.npz"), "--store", db, "--collection", "cli"]) == 2  # exists
