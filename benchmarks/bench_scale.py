@@ -1,6 +1,6 @@
 """Scaling out: featurize on Ray, encode + index 10^6 rows, query the local index vs milvus-lite.
 
-    python benchmarks/bench_scale.py [--part featurize,encode,query] [--images 64] [--rows 1000000]
+    python benchmarks/bench_scale.py [--part featurize,encode,query] [--images 256] [--rows 1000000]
                                      [--codes 1000000] [--repeats 2] [--out bench_scale.json]
 
 Three measurements, each a ratio of two contenders timed in the same run (alternating A/B,
@@ -213,7 +213,7 @@ def bench_query(n_codes: int, work: Path, n_queries: int = 200, k: int = 10) -> 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", default="featurize,encode,query")
-    ap.add_argument("--images", type=int, default=64)
+    ap.add_argument("--images", type=int, default=256)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--codes", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2)

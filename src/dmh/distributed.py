@@ -253,17 +253,28 @@ def _ids(ids, n: int) -> np.ndarray:
     return ids.astype(np.int64)
 
 
-def image_dataset(paths, ids=None, *, block_rows: int = 1024):
-    """A Ray Dataset of ``(id, path)`` rows (ids default to ``0..n-1``, the order of ``paths``,
-    which may be a folder: its image files sorted by name)."""
-    ray = require_ray()
-    pa, _ = _pyarrow()
+def _image_paths(paths) -> list[str]:
+    """A list of paths, or a folder: its image files sorted by name."""
     if isinstance(paths, (str, os.PathLike)) and Path(paths).is_dir():
         from .featurize import find_images
 
         files, _ = find_images(paths)
         paths = [files[k] for k in sorted(files)]
-    paths = [str(Path(p)) for p in paths]
+    return [str(Path(p)) for p in paths]
+
+
+def _block_rows(n: int, options: RayOptions, cap: int) -> int:
+    """Rows per input block: at most ``cap``, and small enough that every actor gets ~4 blocks
+    (one block goes to one actor), but not below a batch."""
+    return max(1, min(cap, max(options.batch_size, -(-n // (4 * options.concurrency)))))
+
+
+def image_dataset(paths, ids=None, *, block_rows: int = 1024):
+    """A Ray Dataset of ``(id, path)`` rows (ids default to ``0..n-1``, the order of ``paths``,
+    which may be a folder: its image files sorted by name)."""
+    ray = require_ray()
+    pa, _ = _pyarrow()
+    paths = _image_paths(paths)
     if not paths:
         raise ValueError("no image files to featurize")
     missing = [p for p in paths if not Path(p).is_file()]
@@ -301,8 +312,9 @@ def ray_image_features(paths, *, encoder_factory=None, options: RayOptions | Non
     """:func:`dmh.featurize.image_features` on Ray: ``(features, ok, failures)`` in the order of
     ``paths``, the same arrays (up to float rounding of a different batching)."""
     options = options or RayOptions(batch_size=16)
+    paths = _image_paths(paths)
     with ray_session(options):
-        ds = image_dataset(paths).map_batches(
+        ds = image_dataset(paths, block_rows=_block_rows(len(paths), options, 1024)).map_batches(
             ImageFeatureStage, fn_constructor_args=(encoder_factory,), **options.map_kwargs()
         )
         parts = list(ds.iter_batches(batch_size=None, batch_format="numpy"))
@@ -331,8 +343,8 @@ def encode_to_shards(
     """Encode on Ray and write the codes as Parquet shards in the folder ``out`` (created; must be
     empty): from ``features`` (an array, rows named by ``ids``) or from image files ``paths`` (a
     list or a folder; image features then hash codes, two stages). The input is cut into blocks of
-    ``rows_per_shard`` rows (at most ``1024`` images), each written as one Parquet file (Ray may
-    split one further). Returns the metadata written to ``out/_dmh_codes.json``."""
+    at most ``rows_per_shard`` rows (1,024 images), fewer where that gives each actor about four
+    blocks; each block is written as one Parquet file (Ray may split one further). Returns the metadata written to ``out/_dmh_codes.json``."""
     from .base import load_model
 
     if (features is None) == (paths is None):
@@ -354,11 +366,12 @@ def encode_to_shards(
     options = options or RayOptions()
     t0 = time.perf_counter()
     with ray_session(options):
-        ds = (
-            feature_dataset(features, ids, block_rows=rows_per_shard)
-            if features is not None
-            else image_dataset(paths, ids, block_rows=min(rows_per_shard, 1024))
-        )
+        if features is not None:
+            n = np.asarray(features).shape[0]
+            ds = feature_dataset(features, ids, block_rows=_block_rows(n, options, rows_per_shard))
+        else:
+            paths = _image_paths(paths)
+            ds = image_dataset(paths, ids, block_rows=_block_rows(len(paths), options, min(rows_per_shard, 1024)))
         if paths is not None:
             ds = ds.map_batches(ImageFeatureStage, fn_constructor_args=(encoder_factory,), **options.map_kwargs())
         ds = ds.map_batches(HashStage, fn_constructor_args=(model_path.read_bytes(), modality), **options.map_kwargs())
