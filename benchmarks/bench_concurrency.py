@@ -73,20 +73,26 @@ def trial(config: str, n_proc: int, params: dict) -> list[dict]:
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(n_proc)
     ]
-    for p in procs:  # every process has imported and loaded its data
-        line = p.stdout.readline()
-        if line.strip() != "ready":
-            raise RuntimeError(f"fit process failed to start ({config}): {line!r}")
-    for p in procs:
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    out = []
-    for p in procs:
-        text, _ = p.communicate()
-        if p.returncode:
-            raise RuntimeError(f"fit process failed ({config}, exit {p.returncode})")
-        out.append(json.loads(text.strip().splitlines()[-1]))
-    return out
+    try:
+        for p in procs:  # every process has imported and loaded its data
+            line = p.stdout.readline()
+            if line.strip() != "ready":
+                raise RuntimeError(f"fit process failed to start ({config}): {line!r}")
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        out = []
+        for p in procs:
+            text, _ = p.communicate()
+            if p.returncode:
+                raise RuntimeError(f"fit process failed ({config}, exit {p.returncode})")
+            out.append(json.loads(text.strip().splitlines()[-1]))
+        return out
+    finally:  # an interrupted benchmark leaves no fit running
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def summarise(trials, configs, levels):
