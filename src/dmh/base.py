@@ -30,6 +30,7 @@ from ._json import jsonable as _jsonable
 from ._threads import thread_limit
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
+from .registry import get_method_class
 
 __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
 
@@ -161,8 +162,6 @@ class BaseHasher(BaseEstimator):
 
 def load_model(path) -> BaseHasher:
     """Load any saved model; the method is read from the file's header."""
-    from .methods import get_method_class
-
     meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model")
     klass = get_method_class(meta["method"])
     params = meta["params"]
