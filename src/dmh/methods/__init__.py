@@ -16,6 +16,7 @@ METHODS: dict[str, tuple[str, str]] = {
     "lssh": ("dmh.baselines.lssh", "LSSH"),
     "stmh": ("dmh.baselines.stmh", "STMH"),
     "fsh": ("dmh.baselines.fsh", "FSH"),
+    "cca-itq": ("dmh.peers.cca_itq", "CCAITQ"),
 }
 
 
