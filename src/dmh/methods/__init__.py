@@ -17,6 +17,7 @@ METHODS: dict[str, tuple[str, str]] = {
     "stmh": ("dmh.baselines.stmh", "STMH"),
     "fsh": ("dmh.baselines.fsh", "FSH"),
     "cca-itq": ("dmh.peers.cca_itq", "CCAITQ"),
+    "spdh": ("dmh.peers.spdh", "SPDH"),
 }
 
 
