@@ -7,6 +7,7 @@ Python. The configs ship in ``dmh/experiments/configs`` (see ``docs/experiments.
 
 from .runner import (
     DOCUMENTED_METHODS,
+    PEER_METHODS,
     KINDS,
     cell_key,
     config_names,
@@ -22,6 +23,7 @@ from .runner import (
 
 __all__ = [
     "DOCUMENTED_METHODS",
+    "PEER_METHODS",
     "KINDS",
     "cell_key",
     "config_names",

@@ -40,6 +40,7 @@ from .._json import jsonable as _jsonable
 __all__ = [
     "KINDS",
     "DOCUMENTED_METHODS",
+    "PEER_METHODS",
     "config_names",
     "load_config",
     "validate_config",
@@ -56,6 +57,9 @@ __all__ = [
 KINDS = ("table", "topn", "pr", "ratio_sweep", "sensitivity", "convergence")
 #: every method the paper compares; configs may name one the registry does not hold yet
 DOCUMENTED_METHODS = ("dmh", "cvh", "imh", "lssh", "stmh", "cmfh", "fsh")
+#: the methods compared beyond the paper (dmh.peers); the peers config may name one before the
+#: registry holds it (they are added on separate branches): such runs are reported as not run
+PEER_METHODS = ("cca-itq", "spdh", "djsrh", "jdsh", "dgcpn", "ucch", "sadch")
 TASKS = ("image->text", "text->image")
 _TASK_SHORT = {"image->text": "I→T", "text->image": "T→I"}
 _PRETTY = {"lambda_": "λ", "eta": "η", "gamma": "γ"}
@@ -169,7 +173,7 @@ def validate_config(config: dict) -> dict:
     metrics = config.get("metrics", ["map"])
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
         _fail(config, "metrics", f"must be a non-empty list of metric names, got {metrics!r}")
-    known = set(DOCUMENTED_METHODS) | set(_registry_names())
+    known = set(DOCUMENTED_METHODS) | set(PEER_METHODS) | set(_registry_names())
     runs = config["runs"]
     if not isinstance(runs, list) or not runs:
         _fail(config, "runs", "must be a non-empty list")
@@ -771,6 +775,31 @@ def _metric_tables(cfg, summary, metric, datasets) -> list[str]:
     return parts
 
 
+def _fit_time_tables(cfg, records, datasets) -> list[str]:
+    """Mean (± std over seeds) fit time in seconds per method, pairing and bit length. Each cell's
+    fit time is in both of its task records; one task is counted."""
+    labels = _labels(cfg)
+    idx = _index(summarize_records([r for r in records if r["task"] == TASKS[0]], "fit_seconds"))
+    parts = []
+    for ds in datasets:
+        title = cfg["resolved"]["dataset_sources"][ds].get("title", ds)
+        header = ["Method"] + [f"{b} bits" for b in cfg["bits"]]
+        lines = [
+            f"### {title}: fit time (seconds)",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "|".join(["---"] + [":---:"] * (len(header) - 1)) + "|",
+        ]
+        for (label, ratio), shown in labels.items():
+            row = [shown]
+            for b in cfg["bits"]:
+                s = idx.get((ds, label, ratio, b, TASKS[0], "{}"))
+                row.append(_fmt(s["mean"], s["std"], digits=1) if s else "–")
+            lines.append("| " + " | ".join(row) + " |")
+        parts.append("\n".join(lines) + "\n")
+    return parts
+
+
 def _paper_cell(cfg, task, shown, n_bits) -> str:
     paper = cfg["paper"]
     if n_bits not in paper["bits"]:
@@ -1039,6 +1068,8 @@ def write_outputs(cfg: dict, entries: list[dict], out_dir, plots: bool = True) -
     if cfg["kind"] in ("table", "topn", "pr", "convergence"):
         for m in metrics:
             lines += _metric_tables(cfg, summary[m], m, datasets)
+    if cfg.get("report_fit_time"):
+        lines += _fit_time_tables(cfg, records, datasets)
     for ds in datasets:
         ds_records = [r for r in records if r["dataset"] == ds]
         title = cfg["resolved"]["dataset_sources"][ds].get("title", ds)

@@ -32,8 +32,9 @@ canonical correlations near 1 that are pure over-fitting. Gong et al.'s released
 ``1e-4`` on its features; a fixed value is not scale-free and does not adapt to ``n / d``. ``"auto"``
 picks the ridge from the grid ``AUTO_REG_GRID`` (relative ridges 1e-4 .. 1) that maximises the
 mean canonical correlation, over the ``n_bits`` directions, of **held-out training pairs** (a
-seeded 80/20 split of the paired objects; no labels are used), then refits on all pairs. A number
-fixes the relative ridge instead (``reg=1e-4`` is the released code's value).
+seeded 80/20 split of the paired objects; no labels are used), then refits on all pairs (with too few pairs to hold
+out 20% and still fit ``n_bits`` directions, ``1e-4``). A number fixes the relative ridge instead
+(``reg=1e-4`` is the released code's value).
 """
 
 from __future__ import annotations
@@ -48,12 +49,16 @@ from ..baselines._common import check_int, check_real, make_rng
 from ..baselines._utils_a import LinearHashMixin, centre, fix_column_signs
 from ..data import CrossModalData
 
-__all__ = ["CCAITQ", "cca_directions", "itq_rotation", "quantization_loss", "AUTO_REG_GRID"]
+__all__ = [
+    "AUTO_REG_GRID", "CCAITQ", "cca_directions", "itq_rotation", "quantization_loss", "select_cca_ridge",
+]
 
 #: relative ridges tried by ``reg="auto"``
 AUTO_REG_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 #: fraction of the paired objects held out by ``reg="auto"``
 AUTO_HOLDOUT = 0.2
+#: ridge of ``reg="auto"`` when the pairs are too few to hold some out (Gong et al.'s code's value)
+AUTO_FALLBACK_REG = 1e-4
 
 
 class _CCABasis:
@@ -125,12 +130,44 @@ def itq_rotation(V: np.ndarray, n_iter: int, rng: np.random.Generator):
     return R, np.asarray(losses)
 
 
+def select_cca_ridge(Xi: np.ndarray, Xt: np.ndarray, k: int, rng: np.random.Generator,
+                     owner: str = "CCA", grid=AUTO_REG_GRID, holdout: float = AUTO_HOLDOUT):
+    """The relative ridge of ``grid`` whose ``k`` canonical directions, fitted on a seeded
+    ``1 - holdout`` share of the paired rows ``(Xi, Xt)`` (uncentred), reach the highest mean
+    correlation on the held-out pairs. No labels are used. Returns ``(reg, scores)`` (``-inf``
+    where a ridge leaves a covariance singular). With too few pairs to hold any out (fewer than 2
+    held out, or no more than ``k`` left to fit) it returns :data:`AUTO_FALLBACK_REG` and no scores.
+    """
+    n = Xi.shape[0]
+    n_hold = int(round(holdout * n))
+    if n_hold < 2 or n - n_hold <= k:
+        return AUTO_FALLBACK_REG, np.empty(0)
+    perm = rng.permutation(n)
+    hold, fit = perm[:n_hold], perm[n_hold:]
+    Fi, mi = centre(Xi[fit])
+    Ft, mt = centre(Xt[fit])
+    Hi, Ht = Xi[hold] - mi, Xt[hold] - mt
+    basis = _CCABasis(Fi, Ft)
+    scores = np.full(len(grid), -np.inf)
+    for j, reg in enumerate(grid):
+        try:
+            Wi, Wt, _, _ = basis.directions(reg, k)
+        except np.linalg.LinAlgError:
+            continue
+        scores[j] = float(np.mean(_column_correlations(Hi @ Wi, Ht @ Wt)))
+    if not np.isfinite(scores).any():
+        raise ValueError(f"{owner}: every ridge of {tuple(grid)} leaves a covariance singular")
+    return float(grid[int(np.argmax(scores))]), scores
+
+
 class CCAITQ(LinearHashMixin, BaseHasher):
     """CCA-ITQ (Gong et al., TPAMI 2013) for two modalities.
 
     Trains on the **paired** objects only (image-only and text-only objects of semi-paired data are
-    ignored). Needs more paired objects than bits and at most ``min(d_image, d_text)`` bits (one
-    per canonical pair); otherwise ``fit`` raises ``ValueError``.
+    ignored). Needs more paired objects than bits (otherwise ``fit`` raises ``ValueError``). CCA
+    gives at most ``min(d_image, d_text)`` canonical pairs; for longer codes (Wikipedia's text is
+    10-d) the projected data are padded with zero columns before ITQ, so the rotation spreads the
+    available directions over all ``n_bits`` bits (the rows of ``R`` that act are orthonormal).
 
     Parameters
     ----------
@@ -154,7 +191,7 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         ``W_v diag(rho^corr_power) R``: codes are ``sign((x - mean_) @ projections_[v])``.
     means_ : dict modality -> array (d,)
         Training means of the paired objects.
-    correlations_ : array (n_bits,)
+    correlations_ : array (min(n_bits, d_image, d_text),)
         Canonical correlations of the chosen directions (training pairs), descending.
     rotation_ : array (n_bits, n_bits)
         The ITQ rotation.
@@ -203,23 +240,22 @@ class CCAITQ(LinearHashMixin, BaseHasher):
                 f"views need at least {k + 1} paired objects, the training data hold {n}"
             )
         di, dt = data.image.shape[1], data.text.shape[1]
-        if k > min(di, dt):
-            raise ValueError(
-                f"{name} gives at most min(d_image, d_text) = {min(di, dt)} bits (one per canonical "
-                f"pair), n_bits={k} requested"
-            )
+        r = min(k, di, dt)  # canonical pairs available; bits beyond them come from ITQ (see below)
         Xi_raw, Xt_raw = data.image[paired], data.text[paired]
         scores = np.empty(0)
         if reg == "auto":
-            reg, scores = self._auto_reg(Xi_raw, Xt_raw, k, rng)
+            reg, scores = select_cca_ridge(Xi_raw, Xt_raw, r, rng, name)
         Xi, mean_i = centre(Xi_raw)
         Xt, mean_t = centre(Xt_raw)
         try:
-            Wi, Wt, rho, ridge = cca_directions(Xi, Xt, reg, k)
+            Wi, Wt, rho, ridge = cca_directions(Xi, Xt, reg, r)
         except np.linalg.LinAlgError as exc:
             raise ValueError(f"{name}: a view's covariance is singular (reg={reg}); use reg > 0") from exc
-        scale = np.maximum(rho, 0.0) ** power if power else np.ones(k)
+        scale = np.maximum(rho, 0.0) ** power if power else np.ones(r)
         Wi, Wt = Wi * scale, Wt * scale
+        if r < k:  # more bits than canonical pairs: zero columns, so that R mixes the r directions
+            Wi = np.hstack([Wi, np.zeros((di, k - r))])
+            Wt = np.hstack([Wt, np.zeros((dt, k - r))])
         V = np.vstack([Xi @ Wi, Xt @ Wt])
         R, losses = itq_rotation(V, n_iter, rng)
         self.projections_ = {"image": Wi @ R, "text": Wt @ R}
@@ -231,32 +267,6 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         self.reg_scores_ = scores
         self.quantization_losses_ = losses
         self.n_iter_ = n_iter
-
-    @staticmethod
-    def _auto_reg(Xi: np.ndarray, Xt: np.ndarray, k: int, rng: np.random.Generator):
-        """The grid ridge with the highest mean held-out canonical correlation over ``k`` directions."""
-        n = Xi.shape[0]
-        n_hold = int(round(AUTO_HOLDOUT * n))
-        if n_hold < 2 or n - n_hold <= k:
-            raise ValueError(
-                f"CCAITQ: reg='auto' holds out {AUTO_HOLDOUT:.0%} of the paired objects and needs at "
-                f"least 2 held out and more than n_bits={k} left to fit; the training data hold {n} "
-                "pairs: pass a number as reg"
-            )
-        perm = rng.permutation(n)
-        hold, fit = perm[:n_hold], perm[n_hold:]
-        Fi, mi = centre(Xi[fit])
-        Ft, mt = centre(Xt[fit])
-        Hi, Ht = Xi[hold] - mi, Xt[hold] - mt
-        basis = _CCABasis(Fi, Ft)
-        scores = np.full(len(AUTO_REG_GRID), -np.inf)
-        for j, reg in enumerate(AUTO_REG_GRID):
-            try:
-                Wi, Wt, _, _ = basis.directions(reg, k)
-            except np.linalg.LinAlgError:
-                continue
-            scores[j] = float(np.mean(_column_correlations(Hi @ Wi, Ht @ Wt)))
-        return float(AUTO_REG_GRID[int(np.argmax(scores))]), scores
 
     def _get_state(self):
         return {
