@@ -7,8 +7,8 @@ Python. The configs ship in ``dmh/experiments/configs`` (see ``docs/experiments.
 
 from .runner import (
     DOCUMENTED_METHODS,
-    PEER_METHODS,
     KINDS,
+    PEER_METHODS,
     cell_key,
     config_names,
     load_cells,
