@@ -10,9 +10,9 @@ from threadpoolctl import threadpool_limits
 
 from dmh import CrossModalData
 from dmh.base import BaseHasher
-from dmh.methods import make_method
 from dmh.peers import cca_itq as mod
 from dmh.peers.cca_itq import CCAITQ, cca_directions, itq_rotation, quantization_loss
+from dmh.registry import make_method
 
 
 @pytest.fixture(autouse=True)

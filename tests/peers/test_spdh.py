@@ -12,9 +12,9 @@ from threadpoolctl import threadpool_limits
 
 from dmh import CrossModalData, make_semi_paired
 from dmh.base import BaseHasher
-from dmh.methods import make_method
 from dmh.peers import spdh as mod
 from dmh.peers.spdh import SPDH, anchor_affinity, spdh_objective, update_bits
+from dmh.registry import make_method
 
 FAST = dict(n_anchors=30, n_nearest=3, max_iter=8)
 

@@ -44,9 +44,10 @@ import numbers
 import numpy as np
 from scipy import linalg
 
+from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
-from ..baselines._common import check_int, check_real, make_rng
-from ..baselines._utils_a import LinearHashMixin, centre, fix_column_signs
+from ..baselines.fitting import LinearHashMixin, centre
+from ..baselines.spectral import fix_column_signs
 from ..data import CrossModalData
 
 __all__ = [
@@ -230,7 +231,7 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         reg = self._check_reg()
         power = check_real(self.corr_power, "corr_power")
         n_iter = check_int(self.n_iter, "n_iter", minimum=0)
-        rng = make_rng(self.random_state)
+        rng = check_random_state(self.random_state)
         k = self.n_bits_
         paired = data.paired_mask
         n = int(paired.sum())

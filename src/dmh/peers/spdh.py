@@ -49,9 +49,9 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import pairwise_distances
 
+from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
-from ..baselines._common import check_int, check_real, l2_normalize_rows, make_rng
-from ..baselines._utils_a import LinearHashMixin
+from ..baselines.fitting import LinearHashMixin, l2_normalize_rows
 from ..data import CrossModalData
 
 __all__ = ["SPDH", "anchor_affinity", "spdh_objective", "update_bits"]
@@ -214,7 +214,7 @@ class SPDH(LinearHashMixin, BaseHasher):
         rho = check_real(self.rho, "rho", low=0.0, low_inclusive=False)
         max_iter = check_int(self.max_iter, "max_iter")
         tol = check_real(self.tol, "tol")
-        rng = make_rng(self.random_state)
+        rng = check_random_state(self.random_state)
         k = self.n_bits_
         N = data.n_objects
         if N <= k:
