@@ -112,12 +112,14 @@ def update_bits(B, Xs, rows, Us, Ws, A, alpha, beta) -> np.ndarray:
         for r, U, Rm, Hm in zip(rows, Us, R, H, strict=True):
             # ||X - B'U' - b u^T||^2 is linear in b (b_i^2 = 1): coefficient (R + b u^T) u
             u = U[j]
-            q[r] += (Rm + np.outer(b[r], u)) @ u + beta * Hm[:, j]
+            q[r] += Rm @ u + b[r] * (u @ u) + beta * Hm[:, j]
         new = np.where(q > 0, 1.0, np.where(q < 0, -1.0, b))
         changed = new != b
         if changed.any():
             for r, U, Rm in zip(rows, Us, R, strict=True):
-                Rm -= np.outer(new[r] - b[r], U[j])
+                moved = np.flatnonzero(changed[r])
+                if moved.size:
+                    Rm[moved] -= np.outer(new[r][moved] - b[r][moved], U[j])
             B[:, j] = new
     return B
 
