@@ -10,6 +10,7 @@ from threadpoolctl import threadpool_limits
 
 from dmh import CrossModalData
 from dmh.base import BaseHasher
+from dmh.baselines import cca
 from dmh.peers import cca_itq as mod
 from dmh.peers.cca_itq import CCAITQ, cca_directions, itq_rotation, quantization_loss
 from dmh.registry import make_method
@@ -134,7 +135,7 @@ def test_more_bits_than_canonical_pairs():
 
 def test_auto_reg_falls_back_with_few_pairs():
     model = CCAITQ(14, random_state=0).fit(_data(n=17, d1=20, d2=20))
-    assert model.reg_ == mod.AUTO_FALLBACK_REG and model.reg_scores_.size == 0
+    assert model.reg_ == cca.AUTO_FALLBACK_REG and model.reg_scores_.size == 0
 
 
 def test_auto_reg_prefers_a_larger_ridge_when_views_outnumber_pairs():

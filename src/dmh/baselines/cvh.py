@@ -43,7 +43,7 @@ from scipy import linalg
 from .._validation import check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ..peers.cca_itq import select_cca_ridge
+from .cca import select_cca_ridge
 from .fitting import LinearHashMixin, centre
 from .spectral import fix_column_signs
 
@@ -86,7 +86,7 @@ class CVH(LinearHashMixin, BaseHasher):
         Relative ridge added to each view's covariance (not in the paper, which assumes ``X X^T``
         invertible; see the module docstring). ``"auto"`` (default since the check on dense CNN
         features, see ``docs/baselines_cvh_imh_cmfh.md``) picks it from
-        :data:`dmh.peers.cca_itq.AUTO_REG_GRID` by the mean canonical correlation of held-out
+        :data:`dmh.baselines.cca.AUTO_REG_GRID` by the mean canonical correlation of held-out
         training *pairs* (no labels), as CCA-ITQ does; ``1e-4`` was the former default; ``0``
         solves the paper's problem exactly and fails when a covariance is singular.
     random_state : int, Generator or None
