@@ -354,7 +354,7 @@ def test_quick_peers_runs_every_available_method_and_reports_fit_time(toy_file, 
     assert {r["method"] for r in metrics["records"]} == available
     assert all(0 <= r["map"] <= 1 and r["fit_seconds"] >= 0 for r in metrics["records"])
     report = (out / "report.md").read_text()
-    assert "toy: fit time (seconds)" in report
+    assert "toy: fit time (seconds)" in report and "Not in the DMH paper" in report
     for label in available:
         assert f"| {label} |" in report
     missing = [run["label"] for run in cfg["runs"] if run["method"] not in method_names()]

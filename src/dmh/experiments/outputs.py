@@ -256,11 +256,14 @@ def _header(cfg, quick_params) -> list[str]:
     lines = [
         f"# {cfg['title']}",
         "",
-        f"Reproduces {cfg['paper_ref']} of the DMH paper.",
+        (f"Reproduces {cfg['paper_ref']} of the DMH paper." if paper_ds
+         else f"Not in the DMH paper: {cfg['paper_ref']}."),
         cfg.get("description", ""),
         "",
     ]
-    if ran_paper:
+    if not paper_ds:  # a comparison beyond the paper (the peers config): no paper data to name
+        lines.append(f"> **Datasets.** This run used {', '.join(ran)}.")
+    elif ran_paper:
         lines.append(f"> **Datasets.** This run used {', '.join(ran)}. The paper used {', '.join(paper_ds)}.")
     else:
         lines.append(
