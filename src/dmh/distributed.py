@@ -344,7 +344,8 @@ def encode_to_shards(
     empty): from ``features`` (an array, rows named by ``ids``) or from image files ``paths`` (a
     list or a folder; image features then hash codes, two stages). The input is cut into blocks of
     at most ``rows_per_shard`` rows (1,024 images), fewer where that gives each actor about four
-    blocks; each block is written as one Parquet file (Ray may split one further). Returns the metadata written to ``out/_dmh_codes.json``."""
+    blocks; each block is written as one Parquet file (Ray may split one further). Returns the
+    metadata written to ``out/_dmh_codes.json``."""
     from .base import load_model
 
     if (features is None) == (paths is None):
