@@ -147,7 +147,7 @@ def ray_options(batch_default: int):
                 click.option("--ray-cpus", type=click.FloatRange(min=0), default=1.0, show_default=True,
                              help="CPUs reserved per Ray actor."),
                 click.option("--ray-gpus", type=click.FloatRange(min=0), default=0.0, show_default=True,
-                             help="GPUs reserved per Ray actor."),
+                             help="GPUs reserved per Ray actor (the bundled models still run on the CPU)."),
                 click.option("--ray-concurrency", type=click.IntRange(min=1), default=1, show_default=True,
                              help="Ray actors per stage."),
             ]
