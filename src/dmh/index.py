@@ -33,8 +33,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ._archive import META_KEY, json_bytes, read_archive
+from ._archive import META_KEY, json_bytes, read_archive, read_npz
 from ._atomic import atomic_path
+from .errors import (
+    CodesFileError,
+    DataError,
+    DataTypeError,
+    DmhError,
+    IndexFileError,
+    ParameterError,
+    ParameterTypeError,
+    check_finite_memory,
+)
 
 __all__ = [
     "HammingIndex",
@@ -68,11 +78,11 @@ def unpack_codes(packed, n_bits: int) -> np.ndarray:
     """Packed ``uint8`` codes -> ``{-1, +1}`` int8 ``(n, n_bits)``; undoes :func:`pack_codes`."""
     packed = np.asarray(packed)
     if packed.ndim != 2 or packed.dtype != np.uint8:
-        raise ValueError(
+        raise DataError(
             f"packed codes must be a 2-D uint8 array, got {packed.dtype} {packed.shape}"
         )
     if packed.shape[1] * 8 < n_bits:
-        raise ValueError(f"packed codes have {packed.shape[1]} bytes, too few for {n_bits} bits")
+        raise DataError(f"packed codes have {packed.shape[1]} bytes, too few for {n_bits} bits")
     bits = np.unpackbits(packed, axis=1, count=n_bits, bitorder="little")
     return np.where(bits > 0, 1, -1).astype(np.int8)
 
@@ -80,11 +90,11 @@ def unpack_codes(packed, n_bits: int) -> np.ndarray:
 def _check_pm1(codes, name: str) -> np.ndarray:
     arr = np.asarray(codes)
     if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n x n_bits), got shape {arr.shape}")
+        raise DataError(f"{name} must be 2-D (n x n_bits), got shape {arr.shape}")
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) or np.iscomplexobj(arr):
-        raise TypeError(f"{name} must be a numeric array of -1/+1, got dtype {arr.dtype}")
+        raise DataTypeError(f"{name} must be a numeric array of -1/+1, got dtype {arr.dtype}")
     if arr.dtype == np.bool_ or not np.isin(arr, (-1, 1)).all():
-        raise ValueError(
+        raise DataError(
             f"{name} must hold only -1 and +1 (shape {arr.shape}, dtype {arr.dtype}); "
             "0/1 bits are ambiguous: map them with 2 * bits - 1"
         )
@@ -146,7 +156,7 @@ def _faiss():
 
 def _check_backend(backend: str) -> str:
     if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+        raise ParameterError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     if backend == "auto":
         return "faiss" if _faiss() is not None else "numpy"
     if backend == "faiss" and _faiss() is None:
@@ -159,11 +169,11 @@ def _check_backend(backend: str) -> str:
 
 def _check_int(value, name: str, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
+        raise ParameterTypeError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
+        raise ParameterError(f"{name} must be {bound}, got {value}")
     return value
 
 
@@ -182,7 +192,7 @@ class HammingIndex:
     def __init__(self, n_bits: int, backend: str = "auto"):
         n_bits = _check_int(n_bits, "n_bits", 8)
         if n_bits % 8:
-            raise ValueError(
+            raise ParameterError(
                 "n_bits must be a multiple of 8 (codes are stored packed, 8 bits a byte), "
                 f"got {n_bits}"
             )
@@ -246,12 +256,12 @@ class HammingIndex:
     def _packed(self, codes, name: str) -> np.ndarray:
         """Validate ``codes`` and return them packed, uint8 ``(n, code_size)``."""
         if codes is None:
-            raise ValueError(f"{name} is missing (got None)")
+            raise DataError(f"{name} is missing (got None)")
         arr = np.asarray(codes)
         if arr.ndim == 1 and arr.size in (self.n_bits, self.code_size):
             arr = arr[None, :]
         if arr.ndim != 2:
-            raise ValueError(
+            raise DataError(
                 f"{name} must be 2-D: {{-1,+1}} codes (n, n_bits={self.n_bits}) or packed uint8 "
                 f"(n, code_size={self.code_size}); got shape {arr.shape}"
             )
@@ -263,7 +273,7 @@ class HammingIndex:
                     if arr.shape[1] == self.n_bits
                     else ""
                 )
-                raise ValueError(
+                raise DataError(
                     f"packed uint8 {name} have {arr.shape[1]} bytes per code, the index expects "
                     f"code_size={self.code_size} (n_bits={self.n_bits}){hint}"
                 )
@@ -271,13 +281,13 @@ class HammingIndex:
         if not (
             np.issubdtype(arr.dtype, np.signedinteger) or np.issubdtype(arr.dtype, np.floating)
         ):
-            raise TypeError(
+            raise DataTypeError(
                 f"{name} must be {{-1,+1}} codes (a signed integer or float array) or packed "
                 "uint8, "
                 f"got dtype {arr.dtype}"
             )
         if arr.shape[1] != self.n_bits:
-            raise ValueError(
+            raise DataError(
                 f"{name} have {arr.shape[1]} bits, the index holds n_bits={self.n_bits}"
             )
         return pack_codes(_check_pm1(arr, name))
@@ -294,19 +304,19 @@ class HammingIndex:
         else:
             new_ids = np.asarray(ids)
             if new_ids.ndim != 1 or new_ids.size != n:
-                raise ValueError(
+                raise DataError(
                     f"ids must have shape ({n},) to match the codes, got {new_ids.shape}"
                 )
             if n and not np.issubdtype(new_ids.dtype, np.integer):
-                raise TypeError(f"ids must be integers, got dtype {new_ids.dtype}")
+                raise DataTypeError(f"ids must be integers, got dtype {new_ids.dtype}")
             new_ids = new_ids.astype(np.int64)
             if n and new_ids.min() < 0:
-                raise ValueError("ids must be non-negative (-1 marks padding in search results)")
+                raise DataError("ids must be non-negative (-1 marks padding in search results)")
             if np.unique(new_ids).size != n:
-                raise ValueError("ids hold repeated values; every id must be unique")
+                raise DataError("ids hold repeated values; every id must be unique")
             if self.ntotal and np.isin(new_ids, self._ids).any():
                 dup = new_ids[np.isin(new_ids, self._ids)]
-                raise ValueError(f"ids already in the index: {dup[:5].tolist()}")
+                raise DataError(f"ids already in the index: {dup[:5].tolist()}")
         if n == 0:
             return self
         self._codes = np.concatenate([self._codes, packed])
@@ -318,7 +328,7 @@ class HammingIndex:
         """Remove the codes with these ids (ids not held are ignored); returns how many went."""
         ids = np.asarray(ids).reshape(-1)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
+            raise DataTypeError(f"ids must be integers, got dtype {ids.dtype}")
         drop = np.isin(self._ids, ids.astype(np.int64))
         n = int(drop.sum())
         if n:
@@ -335,7 +345,7 @@ class HammingIndex:
     def _check_search(self, codes) -> np.ndarray:
         queries = self._packed(codes, "query codes")
         if self.ntotal == 0:
-            raise ValueError("the index is empty: add() codes before searching")
+            raise DataError("the index is empty: add() codes before searching")
         return queries
 
     def search(self, codes, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -346,6 +356,7 @@ class HammingIndex:
         """
         k = _check_int(k, "k", 1)
         queries = self._check_search(codes)
+        check_finite_memory(12.0 * queries.shape[0] * k, f"the results of {queries.shape[0]} queries", f"k={k}")
         kk = min(k, self.ntotal)
         if self.backend == "faiss":
             dist, pos = self._faiss_knn(queries, kk)
@@ -482,21 +493,36 @@ class HammingIndex:
     @classmethod
     def load(cls, path, backend: str | None = None) -> HammingIndex:
         """Load an index written by :meth:`save`. ``backend``: override the saved choice."""
-        meta, arrays = read_archive(path, "dmh-hamming-index", INDEX_FORMAT_VERSION, "index")
+        schema = {"n_bits": int, "code_size": int, "ntotal": int}
+        meta, arrays = read_archive(path, "dmh-hamming-index", INDEX_FORMAT_VERSION, "index", schema, IndexFileError)
         for key in ("codes", "ids"):
             if key not in arrays:
-                raise ValueError(f"{path} is not a complete dmh index file: it lacks {key!r}")
-        index = cls(
-            int(meta["n_bits"]),
-            backend=backend if backend is not None else meta.get("backend", "auto"),
-        )
+                raise IndexFileError(path, f"is not a complete dmh index file: it lacks {key!r}")
+        n_bits = meta["n_bits"]
+        if not 1 <= n_bits <= 4096 or n_bits % 8:
+            raise IndexFileError(path, f"has a damaged header: n_bits={n_bits} is not a multiple of 8 in [8, 4096]")
+        saved_backend = meta.get("backend", "auto")
+        if saved_backend not in _BACKENDS:
+            raise IndexFileError(path, f"has a damaged header: unknown backend {saved_backend!r}")
+        index = cls(n_bits, backend=backend if backend is not None else saved_backend)
         codes, ids = arrays["codes"], arrays["ids"]
-        if codes.dtype != np.uint8 or codes.shape != (ids.size, index.code_size):
-            raise ValueError(
-                f"{path}: stored codes have dtype {codes.dtype} and shape {codes.shape}, "
-                f"expected uint8 ({ids.size}, {index.code_size})"
+        if codes.dtype != np.uint8 or codes.shape != (ids.size, index.code_size) or ids.ndim != 1:
+            raise IndexFileError(
+                path,
+                f"stored codes have dtype {codes.dtype} and shape {codes.shape}, ids shape {ids.shape}; "
+                f"expected uint8 ({ids.size}, {index.code_size}) for {n_bits}-bit codes",
             )
-        index.add(codes, ids)
+        if meta["ntotal"] != ids.size or meta["code_size"] != index.code_size:
+            raise IndexFileError(
+                path, f"header (ntotal {meta['ntotal']}, code_size {meta['code_size']}) disagrees with its "
+                f"arrays ({ids.size} codes of {index.code_size} bytes)"
+            )
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise IndexFileError(path, f"ids must be integers, got dtype {ids.dtype}")
+        try:
+            index.add(codes, ids)
+        except DmhError as exc:
+            raise IndexFileError(path, str(exc)) from None
         return index
 
 
@@ -516,7 +542,7 @@ def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
         np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     )
     if ids.shape != (arr.shape[0],):
-        raise ValueError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
+        raise DataError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
     meta = {
         "format": "dmh-codes",
         "format_version": CODES_FORMAT_VERSION,
@@ -536,31 +562,30 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     and optionally ``ids`` is accepted.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"code file not found: {path}")
+    arrays = read_npz(path, CodesFileError, "code file")
+    if "codes" not in arrays:
+        raise CodesFileError(path, f"has no 'codes' array (it holds {sorted(arrays)})")
+    if META_KEY in arrays:
+        try:
+            meta = json.loads(arrays[META_KEY].tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise CodesFileError(path, "has a damaged header (not JSON text)") from None
+        kind = meta.get("format") if isinstance(meta, dict) else None
+        if kind != "dmh-codes":
+            raise CodesFileError(path, f"is a {kind} file, not a code file (from dmh encode)")
+    codes = arrays["codes"]
+    ids = arrays.get("ids")
     try:
-        archive = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise ValueError(f"{path} is not a code file (.npz): {exc}") from exc
-    if not hasattr(archive, "files"):
-        raise ValueError(
-            f"{path} is not a code file: expected an .npz archive with a 'codes' array"
-        )
-    with archive:
-        if "codes" not in archive.files:
-            raise ValueError(f"{path} has no 'codes' array (it holds {sorted(archive.files)})")
-        if META_KEY in archive.files:
-            kind = json.loads(archive[META_KEY].tobytes().decode("utf-8")).get("format")
-            if kind != "dmh-codes":
-                raise ValueError(f"{path} is a {kind} file, not a code file (from dmh encode)")
-        codes = archive["codes"]
-        ids = archive["ids"] if "ids" in archive.files else None
-    codes = _check_pm1(codes, f"codes in {path}").astype(np.int8)
+        codes = _check_pm1(codes, "codes").astype(np.int8)
+    except DmhError as exc:
+        raise CodesFileError(path, str(exc)) from None
     if ids is None:
         ids = np.arange(codes.shape[0], dtype=np.int64)
     ids = np.asarray(ids).reshape(-1)
     if ids.size != codes.shape[0]:
-        raise ValueError(f"{path}: {codes.shape[0]} codes but {ids.size} ids")
+        raise CodesFileError(path, f"{codes.shape[0]} codes but {ids.size} ids")
     if ids.size and not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"{path}: ids must be integers, got dtype {ids.dtype}")
+        raise CodesFileError(path, f"ids must be integers, got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or np.unique(ids).size != ids.size):
+        raise CodesFileError(path, "ids must be unique non-negative row numbers")
     return codes, ids.astype(np.int64)

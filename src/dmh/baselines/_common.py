@@ -13,6 +13,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
+from ..errors import DataError, ParameterError
+
 __all__ = [
     "check_int",
     "check_real",
@@ -31,7 +33,7 @@ __all__ = [
 def check_int(value, name: str, minimum: int = 1) -> int:
     """``value`` as an int >= ``minimum``, or a ValueError naming the hyperparameter."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
@@ -47,7 +49,7 @@ def check_real(value, name: str, *, low: float = 0.0, low_inclusive: bool = True
     if not ok:
         lo = "[" if low_inclusive else "("
         hi = ("]" if high_inclusive else ")") if high is not None else ")"
-        raise ValueError(
+        raise ParameterError(
             f"{name} must be a finite number in {lo}{low}, {'inf' if high is None else high}{hi}, "
             f"got {value!r}"
         )
@@ -70,7 +72,7 @@ def paired_views(data, method: str, min_paired: int, why: str) -> tuple[np.ndarr
     paired = data.paired_mask
     n = int(paired.sum())
     if n < min_paired:
-        raise ValueError(
+        raise DataError(
             f"{method} trains on paired objects only and needs at least {min_paired} of them "
             f"({why}); the training data hold {n}"
         )

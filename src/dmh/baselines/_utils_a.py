@@ -9,6 +9,8 @@ import numpy as np
 from scipy import sparse
 from sklearn.neighbors import NearestNeighbors
 
+from ..errors import ParameterError
+
 __all__ = [
     "centre",
     "check_positive",
@@ -85,19 +87,19 @@ def laplacian(A: sparse.spmatrix) -> sparse.csr_matrix:
 # ---------------------------------------------------------------------- hyperparameter checks
 def check_positive(value, name: str, owner: str) -> float:
     if not isinstance(value, numbers.Real) or isinstance(value, bool) or not value > 0:
-        raise ValueError(f"{owner}: {name} must be a positive number, got {value!r}")
+        raise ParameterError(f"{owner}: {name} must be a positive number, got {value!r}")
     return float(value)
 
 
 def check_nonnegative(value, name: str, owner: str) -> float:
     if not isinstance(value, numbers.Real) or isinstance(value, bool) or not value >= 0:
-        raise ValueError(f"{owner}: {name} must be a non-negative number, got {value!r}")
+        raise ParameterError(f"{owner}: {name} must be a non-negative number, got {value!r}")
     return float(value)
 
 
 def check_int(value, name: str, owner: str, minimum: int = 1) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
+        raise ParameterError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
@@ -107,6 +109,13 @@ class LinearHashMixin:
 
     def _project(self, X, modality):
         return (X - self.means_[modality]) @ self.projections_[modality]
+
+    def _state_spec(self) -> dict:
+        return {"image_projection": ("I", "B"), "text_projection": ("T", "B"), "image_mean": ("I",),
+                "text_mean": ("T",), **self._extra_state_spec()}
+
+    def _extra_state_spec(self) -> dict:
+        return {}
 
     def _linear_state(self) -> dict:
         return {

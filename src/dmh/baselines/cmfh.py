@@ -37,6 +37,7 @@ from sklearn.utils import check_random_state
 
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 from ._utils_a import LinearHashMixin, centre, check_int, check_nonnegative, check_positive
 
 __all__ = ["CMFH", "cmfh_objective", "update_U", "update_V", "update_P"]
@@ -138,7 +139,7 @@ class CMFH(LinearHashMixin, BaseHasher):
         name = type(self).__name__
         lambda_ = check_nonnegative(self.lambda_, "lambda_", name)
         if lambda_ > 1:
-            raise ValueError(f"{name}: lambda_ must lie in [0, 1], got {self.lambda_!r}")
+            raise ParameterError(f"{name}: lambda_ must lie in [0, 1], got {self.lambda_!r}")
         mu = check_positive(self.mu, "mu", name)
         gamma = check_positive(self.gamma, "gamma", name)
         max_iter = check_int(self.max_iter, "max_iter", name)
@@ -186,6 +187,9 @@ class CMFH(LinearHashMixin, BaseHasher):
             **self._linear_state(),
             "objective": self.objective_,
         }
+
+    def _extra_state_spec(self):
+        return {"objective": (None,)}
 
     def _set_state(self, state):
         self._set_linear_state(state)

@@ -43,6 +43,7 @@ from sklearn.utils import check_random_state
 
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import DataError, ParameterError
 from ._utils_a import LinearHashMixin, centre, check_nonnegative, fix_column_signs
 
 __all__ = ["CVH", "cvh_eigenproblem"]
@@ -120,13 +121,13 @@ class CVH(LinearHashMixin, BaseHasher):
         paired = data.paired_mask
         n = int(paired.sum())
         if n <= k:
-            raise ValueError(
+            raise DataError(
                 f"{name} needs more paired objects than bits: {k} uncorrelated zero-mean "
                 f"projections need at least {k + 1} paired objects, the training data hold {n}"
             )
         di, dt = data.image.shape[1], data.text.shape[1]
         if k > di + dt:
-            raise ValueError(
+            raise ParameterError(
                 f"{name} gives at most d_image + d_text = {di + dt} bits (one per generalized "
                 f"eigenvector), n_bits={k} requested"
             )
@@ -136,7 +137,7 @@ class CVH(LinearHashMixin, BaseHasher):
         try:
             evals, evecs = linalg.eigh(P, Q, subset_by_index=[0, k - 1])
         except linalg.LinAlgError as exc:
-            raise ValueError(
+            raise ParameterError(
                 f"{name}: a view's covariance is singular (reg={self.reg}); use reg > 0"
             ) from exc
         evecs = fix_column_signs(evecs)
@@ -153,6 +154,9 @@ class CVH(LinearHashMixin, BaseHasher):
             "eigenvalues": self.eigenvalues_,
             "ridge": self.ridge_,
         }
+
+    def _extra_state_spec(self):
+        return {"eigenvalues": (None,), "ridge": (None,)}
 
     def _set_state(self, state):
         self._set_linear_state(state)

@@ -40,6 +40,7 @@ from sklearn.metrics import pairwise_distances
 
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 from ._common import (
     check_int,
     check_real,
@@ -139,7 +140,7 @@ class FSH(BaseHasher):
         l_ = check_int(self.n_anchors, "n_anchors", minimum=2)
         s = check_int(self.n_neighbors, "n_neighbors")
         if s > l_:
-            raise ValueError(f"n_neighbors ({s}) must not exceed n_anchors ({l_})")
+            raise ParameterError(f"n_neighbors ({s}) must not exceed n_anchors ({l_})")
         check_real(self.lambda_, "lambda_", low=0.0, low_inclusive=False)
         check_real(self.r, "r", low=1.0, low_inclusive=False)
         check_real(self.ridge, "ridge", low=0.0, low_inclusive=False)
@@ -230,6 +231,11 @@ class FSH(BaseHasher):
         state["anchor_codes"] = self.anchor_codes_
         state["objective"] = np.asarray(self.objective_, dtype=np.float64)
         return state
+
+    def _state_spec(self):
+        return {"image_mean": ("I",), "text_mean": ("T",), "image_weights": ("I", "B"),
+                "text_weights": ("T", "B"), "eta": (2,), "sigmas": (2,), "anchor_codes": (None, "B"),
+                "objective": (None,)}
 
     def _set_state(self, state):
         for name in self._STATE:

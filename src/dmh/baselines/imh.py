@@ -42,6 +42,7 @@ from sklearn.utils import check_random_state
 
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import DataError
 from ._utils_a import (
     LinearHashMixin,
     centre,
@@ -204,7 +205,7 @@ class IMH(LinearHashMixin, BaseHasher):
         idx_i = np.flatnonzero(data.image_mask)
         idx_t = np.flatnonzero(data.text_mask)
         if idx_i.size <= k:
-            raise ValueError(
+            raise DataError(
                 f"{name} needs more observed images than bits: {k} orthonormal balanced codes need "
                 f"at least {k + 1} images, the training data hold {idx_i.size}"
             )
@@ -228,6 +229,9 @@ class IMH(LinearHashMixin, BaseHasher):
             **self._linear_state(),
             "eigenvalues": self.eigenvalues_,
         }
+
+    def _extra_state_spec(self):
+        return {"eigenvalues": (None,)}
 
     def _set_state(self, state):
         self._set_linear_state(state)

@@ -32,6 +32,7 @@ from scipy.linalg import eigh, solve
 
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 from ._common import check_int, check_real, make_rng, paired_views, warn_not_converged
 
 __all__ = ["STMH", "stmh_objective", "top_m_indicator", "top_m_margin"]
@@ -140,7 +141,7 @@ class STMH(BaseHasher):
         else:
             m = check_int(self.n_active, "n_active")
             if m > c:
-                raise ValueError(f"n_active must be at most n_bits ({c}), got {m}")
+                raise ParameterError(f"n_active must be at most n_bits ({c}), got {m}")
         return m
 
     # ------------------------------------------------------------------ fitting
@@ -239,6 +240,10 @@ class STMH(BaseHasher):
             "topic_map": self.topic_map_,
             "objective": np.asarray(self.objective_, dtype=np.float64),
         }
+
+    def _state_spec(self):
+        return {"image_basis": ("R", "I"), "topic_centres": ("B", "T"), "topic_map": ("R", "B"),
+                "objective": (None,)}
 
     def _set_state(self, state):
         self.image_basis_ = np.asarray(state["image_basis"], dtype=np.float64)
