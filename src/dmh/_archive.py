@@ -71,6 +71,8 @@ def read_npz(path, error_cls=FileFormatError, what: str = "file") -> dict[str, n
         raise error_cls(path, f"is not a {what}: it holds a single .npy array, not an .npz archive of named "
                               "arrays")
     if not zipfile.is_zipfile(path):
+        if head.startswith(b"PK\x03\x04"):
+            raise error_cls(path, "is truncated or damaged: a zip archive without its central directory")
         raise error_cls(path, f"is not a {what}: it is not an .npz archive (not a zip file)")
     try:
         with zipfile.ZipFile(path) as zf:
@@ -109,13 +111,12 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, error_c
             shape, fortran, dtype = npf.read_array_header_2_0(fp)
         else:
             shape, fortran, dtype = npf._read_array_header(fp, version)  # noqa: SLF001 - (3, 0)
-        name = info.filename
-        if dtype.hasobject or dtype.names is not None or dtype.subdtype is not None:
-            raise error_cls(path, f"member {name!r} holds {dtype} data; only plain numeric arrays are read")
-        if dtype.kind not in "biufc":
-            raise error_cls(path, f"member {name!r} holds {dtype} data; only plain numeric arrays are read")
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if dtype.hasobject or dtype.names is not None or dtype.subdtype is not None or dtype.kind not in "biufc":
+            what = "object" if dtype.hasobject else "text" if dtype.kind in "US" else str(dtype)
+            raise error_cls(path, f"array {name!r} holds {what} data ({dtype}), not numbers")
         if any(s < 0 for s in shape):
-            raise error_cls(path, f"member {name!r} has a negative dimension in its shape {shape}")
+            raise error_cls(path, f"array {name!r} has a negative dimension in its shape {shape}")
         count = 1
         for s in shape:
             count *= int(s)
@@ -124,7 +125,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, error_c
         if info.file_size != header_len + n_bytes:
             raise error_cls(
                 path,
-                f"is damaged or truncated: member {name!r} declares shape {shape} of {dtype} "
+                f"is damaged or truncated: array {name!r} declares shape {shape} of {dtype} "
                 f"({n_bytes} bytes) but holds {info.file_size - header_len} bytes of data",
             )
         check_finite_memory(n_bytes, f"array {name!r} of {path}")
@@ -138,9 +139,9 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, error_c
                     break
                 got += n
             if got != n_bytes:
-                raise error_cls(path, f"is truncated: member {name!r} ended after {got} of {n_bytes} bytes")
+                raise error_cls(path, f"is truncated: array {name!r} ended after {got} of {n_bytes} bytes")
         if fp.read(1):
-            raise error_cls(path, f"is damaged: member {name!r} holds bytes after its array")
+            raise error_cls(path, f"is damaged: array {name!r} holds bytes after its array")
     return flat.reshape(shape, order="F" if fortran else "C")
 
 

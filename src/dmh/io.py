@@ -55,6 +55,13 @@ __all__ = ["load_data", "save_data", "read_arrays"]
 
 GENERIC_KEYS = ("image", "text", "labels", "image_mask", "text_mask", "train_idx", "query_idx", "database_idx")
 _LABEL_KEYS = {"tr": ("L_tr", "L_train"), "te": ("L_te", "L_test"), "db": ("L_db", "L_database")}
+#: every key a layout reads: a MATLAB variable of that name that is not numeric is an error, not skipped
+_KNOWN_KEYS = frozenset(GENERIC_KEYS) | {f"{v}_{p}" for v in "IT" for p in ("tr", "te", "db")} | {
+    k for keys in _LABEL_KEYS.values() for k in keys}
+
+
+def _not_numeric(path, key, what) -> DataFileError:
+    return DataFileError(path, f"variable {key!r} holds {what}, not a numeric array")
 
 
 def read_arrays(path) -> dict[str, np.ndarray]:
@@ -107,8 +114,10 @@ def _read_mat(path: Path) -> dict[str, np.ndarray]:
             continue
         if hasattr(value, "toarray"):
             value = value.toarray()
-        if isinstance(value, np.ndarray) and value.dtype != object and value.dtype.names is None:
+        if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
             out[key] = value
+        elif key in _KNOWN_KEYS:
+            raise _not_numeric(path, key, f"{getattr(value, 'dtype', type(value).__name__)} data")
     return out
 
 
@@ -123,10 +132,14 @@ def _read_mat73(path: Path) -> dict[str, np.ndarray]:
                 continue
             if isinstance(item, h5py.Dataset):
                 if item.dtype.kind not in "biuf":  # cells, strings and references are not features
+                    if key in _KNOWN_KEYS:
+                        raise _not_numeric(path, key, f"{item.dtype} data")
                     continue
                 check_finite_memory(item.size * item.dtype.itemsize, f"array {key!r} of {path}")
                 arr = item[()]
                 out[key] = arr.T if arr.ndim >= 2 else arr
+            elif key in _KNOWN_KEYS and not (isinstance(item, h5py.Group) and {"data", "ir", "jc"} <= set(item)):
+                raise _not_numeric(path, key, "a MATLAB struct or cell")
             elif isinstance(item, h5py.Group) and {"data", "ir", "jc"} <= set(item.keys()):
                 n_rows = int(item.attrs.get("MATLAB_sparse", 0))
                 jc = item["jc"][()]
