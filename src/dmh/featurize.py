@@ -40,6 +40,7 @@ import numpy as np
 
 from ._atomic import atomic_write_text
 from .data import CrossModalData
+from .errors import DataError, DataFileError
 
 __all__ = [
     "IMAGE_EXTRA",
@@ -125,6 +126,15 @@ def read_texts(
     or repeated id.
     """
     path = Path(path)
+    try:
+        return _read_texts(path, id_column, text_column, labels_column, label_separator)
+    except UnicodeDecodeError as exc:
+        raise DataFileError(path, f"is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except csv.Error as exc:
+        raise DataFileError(path, f"is not a readable CSV/TSV file ({exc})") from None
+
+
+def _read_texts(path, id_column, text_column, labels_column, label_separator):
     with open(path, encoding="utf-8-sig", newline="") as fh:
         sample = fh.read(8192)
         fh.seek(0)
@@ -133,14 +143,14 @@ def read_texts(
         wanted = [id_column, text_column] + ([labels_column] if labels_column else [])
         missing = [c for c in wanted if c not in columns]
         if missing:
-            raise ValueError(f"{path} lacks the column(s) {missing}; its header has {columns}")
+            raise DataFileError(path, f"lacks the column(s) {missing}; its header has {columns}")
         out: dict[str, tuple[str, list[str] | None]] = {}
         for line, row in enumerate(reader, start=2):
             oid = (row.get(id_column) or "").strip()
             if not oid:
-                raise ValueError(f"{path}, line {line}: empty {id_column!r}")
+                raise DataFileError(path, f"line {line}: empty {id_column!r}")
             if oid in out:
-                raise ValueError(f"{path}, line {line}: id {oid!r} appears twice")
+                raise DataFileError(path, f"line {line}: id {oid!r} appears twice")
             labels = None
             if labels_column:
                 cell = row.get(labels_column) or ""
@@ -487,9 +497,9 @@ def featurize(
     ids = list(records) + sorted(k for k in files if k not in records)
     n = len(ids)
     if n == 0:
-        raise ValueError(
-            "found no objects: the texts file has no rows and the folder no image files"
-        )
+        where = [f"the texts file {texts} has no rows" if texts is not None else "",
+                 f"the folder {images} has no image file" if images is not None else ""]
+        raise DataError("found no objects: " + " and ".join(w for w in where if w))
     if files and image_encoder is None:
         image_encoder = EfficientNetLite0Encoder()
     report = FeaturizeReport(
