@@ -331,3 +331,27 @@ def test_check_writable_missing_folder_and_directory(tmp_path):
         check_writable(tmp_path / "dir.json")
     assert check_writable(tmp_path / "ok.json") == tmp_path / "ok.json"
     assert list(tmp_path.iterdir()) == [tmp_path / "dir.json"]  # the probe leaves nothing behind
+
+
+def test_exclusive_lock_refuses_a_second_writer_and_takes_over_stale_locks(tmp_path):
+    import subprocess
+    import sys
+
+    from dmh._atomic import _HOST, exclusive_lock
+
+    out = tmp_path / "results.json"
+    with exclusive_lock(out) as lock:
+        assert lock.exists()
+        with pytest.raises(OutputError, match="being written by another dmh run"):
+            with exclusive_lock(out):
+                pass
+    assert not lock.exists()
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)
+    lock.write_text(f"{_HOST} {dead}\n")
+    with exclusive_lock(out):
+        assert lock.read_text().split()[1] == str(os.getpid())
+    lock.write_text(f"otherhost {dead}\n")
+    with pytest.raises(OutputError, match="otherhost"):
+        with exclusive_lock(out):
+            pass

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .errors import OutputError
 
-__all__ = ["atomic_path", "atomic_write_text", "check_writable", "clean_stale_temporaries"]
+__all__ = ["atomic_path", "atomic_write_text", "check_writable", "clean_stale_temporaries", "exclusive_lock"]
 
 _HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:40] or "host"
 _TMP_RE = re.compile(r"^\..+\.dmh-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[0-9a-f]+(\.[^/]*)?\.tmp$")
@@ -161,3 +161,51 @@ def _umask() -> int:
 def atomic_write_text(path, text: str) -> None:
     with atomic_path(path) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def exclusive_lock(path, what: str = "results file"):
+    """Hold ``.<name>.lock`` beside ``path`` for the duration, so that two runs never write the same
+    output: the second gets an :class:`OutputError` naming the first (its pid). A lock left by a
+    process that no longer runs (same host) is taken over; one of another host is respected."""
+    path = Path(path)
+    folder = _check_target(path)
+    lock = folder / f".{path.name}.lock"
+    owner = f"{_HOST} {os.getpid()}\n"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            holder = _lock_holder(lock)
+            if holder is not None and holder[0] == _HOST and not _pid_alive(holder[1]):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)  # stale: its owner died without releasing it
+                continue
+            who = f"process {holder[1]} on {holder[0]}" if holder else "another process"
+            raise OutputError(
+                path, f"the {what} is being written by another dmh run ({who}, lock {lock}); wait for it to "
+                "finish or write elsewhere"
+            ) from None
+        except OSError as exc:
+            if exc.errno in _OUTPUT_ERRNOS:
+                raise _output_error(path, exc) from None
+            raise
+        with os.fdopen(fd, "w") as fh:
+            fh.write(owner)
+        break
+    else:  # pragma: no cover - lost the race for a stale lock twice
+        raise OutputError(path, f"could not take the lock {lock}")
+    try:
+        yield lock
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            if _lock_holder(lock) == (_HOST, os.getpid()):
+                os.unlink(lock)
+
+
+def _lock_holder(lock: Path):
+    try:
+        host, pid = lock.read_text().split()
+        return host, int(pid)
+    except (OSError, ValueError):
+        return None
