@@ -19,6 +19,7 @@ class                     raised when
 ``ResultsFileError``      a results / cells file of ``dmh evaluate`` or ``dmh reproduce``
 ``DataError``             arrays given as data are inconsistent (shapes, dtypes, NaN, indices)
 ``ParameterError``        an argument or hyperparameter is out of range, non-finite, duplicated...
+``UnknownNameError``      an unknown method, dataset or experiment name (also a ``KeyError``)
 ``ResourceError``         a size that cannot be allocated (estimated before allocating)
 ``OutputError``           an output path cannot be written, or is in use by another run
 ========================  =======================================================================
@@ -43,6 +44,8 @@ __all__ = [
     "ParameterTypeError",
     "ResourceError",
     "ResultsFileError",
+    "UnknownNameError",
+    "os_error_message",
 ]
 
 
@@ -97,6 +100,14 @@ class ParameterTypeError(ParameterError, TypeError):
     """An argument has the wrong type."""
 
 
+class UnknownNameError(ParameterError, KeyError):
+    """A name (method, dataset, experiment, ...) that dmh does not know. Also a :class:`KeyError`,
+    as such lookups were before."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class ResourceError(ParameterError):
     """A requested size would need more memory than can be allocated (checked before allocating)."""
 
@@ -145,3 +156,37 @@ def _human(n_bytes: float) -> str:
             return f"{n_bytes:.3g} {unit}"
         n_bytes /= 1024
     return f"{n_bytes:.3g} PiB"  # pragma: no cover
+
+
+#: OS errors that are about the user's files or output place (one line at the command line), as
+#: opposed to failures of dmh itself
+_EXPECTED_ERRNOS = {
+    "ENOSPC": "no space left on the device",
+    "EDQUOT": "disk quota exceeded",
+    "EROFS": "the file system is read-only",
+    "EACCES": "permission denied",
+    "EPERM": "operation not permitted",
+    "EISDIR": "is a directory",
+    "ENOTDIR": "a part of the path is not a directory",
+    "ENOENT": "no such file or directory",
+    "ENAMETOOLONG": "the file name is too long",
+    "ELOOP": "too many levels of symbolic links",
+    "EEXIST": "already exists",
+    "ENXIO": "no such device",
+}
+
+
+def os_error_message(exc: OSError) -> str | None:
+    """One line naming the file and the problem for an OS error about the user's files (permission
+    denied, a directory where a file is expected, a read-only or full disk, ...), or ``None`` for any
+    other OS error (a failure to report as a bug)."""
+    import errno as _errno
+
+    reasons = {getattr(_errno, k): v for k, v in _EXPECTED_ERRNOS.items() if hasattr(_errno, k)}
+    if exc.errno not in reasons:
+        return None
+    name = exc.filename if exc.filename is not None else None
+    text = exc.strerror or reasons[exc.errno]
+    if name is None:
+        return text
+    return f"{name}: {text}"

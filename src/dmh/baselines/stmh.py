@@ -256,4 +256,6 @@ class STMH(BaseHasher):
 
     def _set_extra_meta(self, meta):
         self.n_iter_ = int(meta.get("n_iter", 0))
-        self.n_active_ = int(meta["n_active"])
+        self.n_active_ = check_int(meta["n_active"], "n_active")
+        if self.n_active_ > self.n_bits_:
+            raise ParameterError(f"n_active must be at most n_bits ({self.n_bits_}), got {self.n_active_}")
