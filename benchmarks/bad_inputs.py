@@ -288,6 +288,95 @@ def _cases(root: Path) -> list[tuple[str, list[str], int, str]]:
     ]
 
 
+def _api_cases(root: Path):
+    """(name, thunk): each call must raise a ``dmh.errors.DmhError`` with a one-line message."""
+    import warnings
+
+    from dmh import CrossModalData, load_data, make_semi_paired
+    from dmh.base import load_model
+    from dmh.data import random_split
+    from dmh.index import HammingIndex, save_codes
+    from dmh.metrics import evaluate_retrieval
+
+    warnings.simplefilter("ignore")
+    good = load_data(root / "good.npz")
+    model = load_model(root / "model.npz")
+    ones = np.ones((4, 2))
+    codes = np.ones((4, 8), np.int8)
+    index = HammingIndex(8, backend="numpy").add(codes)
+
+    def fit(method, data, **params):
+        from dmh.methods import get_method_class
+
+        return lambda: get_method_class(method)(n_bits=8, **params).fit(data)
+
+    return [
+        ("CrossModalData: image a string", lambda: CrossModalData(image="abc", text=ones)),
+        ("CrossModalData: text None", lambda: CrossModalData(image=ones, text=None)),
+        ("CrossModalData: object text", lambda: CrossModalData(image=ones, text=np.array([[None, 1]] * 4))),
+        ("CrossModalData: nested lists of str", lambda: CrossModalData(image=[["a", "b"]] * 4, text=ones)),
+        ("CrossModalData: NaN in observed rows", lambda: CrossModalData(image=ones * np.nan, text=ones)),
+        ("CrossModalData: labels with NaN", lambda: CrossModalData(image=ones, text=ones,
+                                                                   labels=[0, 1, np.nan, 1])),
+        ("CrossModalData: labels of 3 rows", lambda: CrossModalData(image=ones, text=ones, labels=[0, 1, 2])),
+        ("CrossModalData: multi-hot of 2s", lambda: CrossModalData(image=ones, text=ones, labels=ones * 2)),
+        ("CrossModalData: mask of 5 entries", lambda: CrossModalData(image=ones, text=ones,
+                                                                     image_mask=np.ones(5, bool))),
+        ("CrossModalData: index 1e300", lambda: CrossModalData(image=ones, text=ones,
+                                                               query_idx=np.array([1e300]))),
+        ("make_semi_paired: ratio 2", lambda: make_semi_paired(good, 2)),
+        ("make_semi_paired: ratio 'half'", lambda: make_semi_paired(good, "half")),
+        ("random_split: 1 object", lambda: random_split(1)),
+        ("fit: one paired object", fit("cvh", CrossModalData(image=ones, text=ones,
+                                                             text_mask=np.array([1, 0, 0, 0]),
+                                                             image_mask=np.array([1, 1, 1, 1])))),
+        ("fit: dmh gamma nan", fit("dmh", good, gamma=float("nan"))),
+        ("fit: dmh hidden_size 1e13", fit("dmh", good, hidden_size=10**13)),
+        ("fit: dmh hidden_size 2.5", fit("dmh", good, hidden_size=2.5)),
+        ("fit: dmh complement 'nope'", fit("dmh", good, complement="nope")),
+        ("fit: lssh n_atoms 0", fit("lssh", good, n_atoms=0)),
+        ("fit: cmfh lambda_ 2", fit("cmfh", good, lambda_=2.0)),
+        ("fit: n_bits 0", lambda: model.__class__(n_bits=0).fit(good)),
+        ("encode: NaN features", lambda: model.encode(np.full((2, 6), np.nan), "image")),
+        ("encode: wrong width", lambda: model.encode(np.ones((2, 7)), "image")),
+        ("encode: 1-D features", lambda: model.encode(np.ones(6), "image")),
+        ("encode: modality audio", lambda: model.encode(np.ones((2, 6)), "audio")),
+        ("HammingIndex: 12 bits", lambda: HammingIndex(12)),
+        ("HammingIndex: backend nope", lambda: HammingIndex(8, backend="nope")),
+        ("index.add: codes of 0", lambda: HammingIndex(8, backend="numpy").add(np.zeros((2, 8)))),
+        ("index.add: repeated ids", lambda: HammingIndex(8, backend="numpy").add(codes, ids=[1, 1, 2, 3])),
+        ("index.add: negative ids", lambda: HammingIndex(8, backend="numpy").add(codes, ids=[-1, 1, 2, 3])),
+        ("index.search: k 0", lambda: index.search(codes, 0)),
+        ("index.search: k 1e12", lambda: index.search(codes, 10**12)),
+        ("index.search: 16-bit queries", lambda: index.search(np.ones((1, 16), np.int8), 1)),
+        ("index.range_search: radius 9", lambda: index.range_search(codes, 9)),
+        ("save_codes: codes of 2", lambda: save_codes(root / "x.npz", codes * 2)),
+        ("save_codes: missing folder", lambda: save_codes(root / "nope" / "x.npz", codes)),
+        ("evaluate_retrieval: bits differ", lambda: evaluate_retrieval(codes, np.ones((3, 16), np.int8),
+                                                                       [0, 1, 0, 1], [0, 1, 0])),
+        ("evaluate_retrieval: label rows", lambda: evaluate_retrieval(codes, codes, [0, 1], [0, 1, 0, 1])),
+        ("evaluate_retrieval: empty database", lambda: evaluate_retrieval(codes, codes[:0], [0, 1, 0, 1],
+                                                                          np.zeros(0, int))),
+    ]
+
+
+def _run_api(name, thunk):
+    import traceback
+
+    from dmh.errors import DmhError
+
+    try:
+        thunk()
+    except DmhError as exc:
+        text = str(exc)
+        if "\n" in text or not text:
+            return name, "FAIL: not one line", text[:150], 0.0
+        return name, "ok", text[:150], 0.0
+    except Exception as exc:  # noqa: BLE001 - recorded as a failure of the case
+        return name, f"FAIL: {type(exc).__name__}, not a DmhError", traceback.format_exception_only(exc)[-1][:150], 0.0
+    return name, "FAIL: no error", "", 0.0
+
+
 def _in_process(argv) -> tuple[int, str, str]:
     import contextlib
     import io
@@ -357,6 +446,8 @@ def main(argv=None) -> int:
                 results = list(pool.map(lambda c: _run(c, root, args.timeout, True), cases))
         else:
             results = [_run(c, root, args.timeout, False) for c in cases]
+        if not args.subprocess:
+            results += [_run_api(n, t) for n, t in _api_cases(root) if args.filter in n]
     failed = 0
     for name, verdict, message, seconds in results:
         failed += verdict != "ok"
