@@ -23,6 +23,7 @@ from ._json import jsonable as _jsonable
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
 from .errors import DataError, DmhError, ModelFileError, ParameterError
+from .registry import get_method_class
 
 __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
 
@@ -203,8 +204,6 @@ def load_model(path) -> BaseHasher:
     every weight array present with the shape the header implies (features, ``n_bits``, hidden
     size), and finite weights. Any problem is a :class:`dmh.errors.ModelFileError` naming the file.
     """
-    from .methods import get_method_class
-
     schema = {"method": str, "params": dict, "n_bits": int, "n_features": dict}
     meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model", schema, ModelFileError)
     try:

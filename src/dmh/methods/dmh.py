@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from .._validation import check_int_param, check_real_param
+from .._validation import check_choice, check_int, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
 from ..errors import ParameterError, check_finite_memory
@@ -68,6 +68,26 @@ class DMH(BaseHasher):
         Same seed, same codes (on the same machine and thread count).
     verbose : bool
         Show progress bars and per-stage timings.
+
+    Attributes
+    ----------
+    nets_ : dict of str to torch.nn.Module
+        The two hash networks of DAM, ``{"image": ..., "text": ...}``; ``sign`` of a network's output
+        on standardised features is the code.
+    codes_ : ndarray of int8 of shape (n_train, n_bits)
+        The training objects' binary codes H in {-1, +1} of the last round (GBE, or signed PCA with
+        ``binary_embedding="pca"``), the targets the networks were fitted to. Not saved with the model.
+    features_ : ndarray of shape (n_train, d)
+        The modality-invariant features Y of the training objects from the last CLE round (both
+        modalities, unpaired objects included). Not saved with the model.
+    history_ : dict
+        Losses per outer round: ``"cle"`` (objective per CLE iteration), ``"gbe"`` (``(iteration,
+        loss)`` pairs), ``"dam_image"`` / ``"dam_text"`` (mean loss per epoch) and ``"time"``
+        (seconds per stage). Not saved with the model.
+    scalers_ : dict of str to (ndarray, ndarray)
+        Per-modality feature mean and scale used to standardise inputs.
+    n_iter_ : int
+        Outer rounds run (``n_rounds``).
     """
 
     method_name = "dmh"
@@ -123,16 +143,17 @@ class DMH(BaseHasher):
             "gbe_init": ("pca", "projection", "random"),
         }
         for name, allowed in choices.items():
-            if not isinstance(getattr(self, name), str) or getattr(self, name) not in allowed:
+            if not isinstance(getattr(self, name), str):
                 raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+            check_choice(getattr(self, name), name, allowed)
         for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
                      "neighbour_pool", "chunk_size"):
-            check_int_param(getattr(self, name), name, 1)
-        check_int_param(self.dam_epochs, "dam_epochs", 0)
+            check_int(getattr(self, name), name)
+        check_int(self.dam_epochs, "dam_epochs", minimum=0)
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
-            check_real_param(getattr(self, name), name, positive=False)
+            check_real(getattr(self, name), name)
         for name in ("image_lr", "text_lr", "gbe_lr"):
-            check_real_param(getattr(self, name), name, positive=True)
+            check_real(getattr(self, name), name, low_inclusive=False)
 
     def _check_memory(self, data: CrossModalData) -> None:
         """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits)."""
