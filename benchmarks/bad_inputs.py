@@ -33,7 +33,7 @@ def _build(root: Path) -> None:
 
     from dmh import CrossModalData, save_data
     from dmh.index import HammingIndex, save_codes
-    from dmh.methods import get_method_class
+    from dmh.registry import get_method_class
 
     rng = np.random.default_rng(0)
     n = 60
@@ -306,7 +306,7 @@ def _api_cases(root: Path):
     index = HammingIndex(8, backend="numpy").add(codes)
 
     def fit(method, data, **params):
-        from dmh.methods import get_method_class
+        from dmh.registry import get_method_class
 
         return lambda: get_method_class(method)(n_bits=8, **params).fit(data)
 

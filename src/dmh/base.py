@@ -22,7 +22,7 @@ from ._atomic import atomic_path
 from ._json import jsonable as _jsonable
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
-from .errors import DataError, DmhError, ModelFileError, ParameterError
+from .errors import DataError, DataTypeError, DmhError, ModelFileError, ParameterError
 from .registry import get_method_class
 
 __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
@@ -107,7 +107,7 @@ class BaseHasher(BaseEstimator):
 
     def _check_fit_data(self, data) -> CrossModalData:
         if not isinstance(data, CrossModalData):
-            raise TypeError(
+            raise DataTypeError(
                 f"{type(self).__name__}.fit expects a dmh.CrossModalData, got {type(data).__name__}; "
                 "build one with dmh.CrossModalData(image=..., text=..., image_mask=..., text_mask=...)"
             )

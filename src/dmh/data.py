@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ._validation import check_features, check_index, check_labels, check_mask, check_paired_ratio
-from .errors import DataError, ParameterError
+from .errors import DataError, DataTypeError, ParameterError
 
 __all__ = ["CrossModalData", "make_semi_paired", "random_split"]
 
@@ -337,7 +337,7 @@ def make_semi_paired(data: CrossModalData, paired_ratio: float, random_state=Non
     ``n_m = round(paired_ratio * n)``.
     """
     if not isinstance(data, CrossModalData):
-        raise TypeError(f"data must be a CrossModalData, got {type(data).__name__}")
+        raise DataTypeError(f"data must be a CrossModalData, got {type(data).__name__}")
     paired_ratio = check_paired_ratio(paired_ratio, "paired_ratio", allow_zero=True)
     if not data.is_fully_paired:
         raise DataError(

@@ -20,6 +20,7 @@ class                     raised when
 ``DataError``             arrays given as data are inconsistent (shapes, dtypes, NaN, indices)
 ``ParameterError``        an argument or hyperparameter is out of range, non-finite, duplicated...
 ``UnknownNameError``      an unknown method, dataset or experiment name (also a ``KeyError``)
+``MissingDependencyError``  an optional package the request needs is not installed (an ``ImportError``)
 ``ResourceError``         a size that cannot be allocated (estimated before allocating)
 ``OutputError``           an output path cannot be written, or is in use by another run
 ========================  =======================================================================
@@ -38,6 +39,7 @@ __all__ = [
     "DmhError",
     "FileFormatError",
     "IndexFileError",
+    "MissingDependencyError",
     "ModelFileError",
     "OutputError",
     "ParameterError",
@@ -106,6 +108,11 @@ class UnknownNameError(ParameterError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class MissingDependencyError(DmhError, ImportError):
+    """An optional dependency that the requested feature needs is not installed (the message says
+    which ``pip install`` brings it). Also an :class:`ImportError`."""
 
 
 class ResourceError(ParameterError):
@@ -183,6 +190,9 @@ def os_error_message(exc: OSError) -> str | None:
     import errno as _errno
 
     reasons = {getattr(_errno, k): v for k, v in _EXPECTED_ERRNOS.items() if hasattr(_errno, k)}
+    if exc.errno is None and isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError,
+                                              PermissionError)):
+        return str(exc)  # raised by dmh with its own message
     if exc.errno not in reasons:
         return None
     name = exc.filename if exc.filename is not None else None

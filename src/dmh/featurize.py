@@ -40,7 +40,7 @@ import numpy as np
 
 from ._atomic import atomic_write_text
 from .data import CrossModalData
-from .errors import DataError, DataFileError
+from .errors import DataError, DataFileError, MissingDependencyError, ParameterError
 
 __all__ = [
     "IMAGE_EXTRA",
@@ -73,7 +73,7 @@ RESIZE_TO = 256  # shorter side before the centre crop: crop fraction 224/256 = 
 PIXEL_MEAN, PIXEL_STD = 127.0, 128.0  # EfficientNet-Lite's preprocessing (pixels in 0..255)
 
 
-class MissingExtraError(ImportError):
+class MissingExtraError(MissingDependencyError):
     """An optional dependency of :mod:`dmh.featurize` is not installed."""
 
 
@@ -190,7 +190,7 @@ def find_images(folder, ids=()) -> tuple[dict[str, Path], list[Path]]:
         shown = "; ".join(
             f"{k}: {', '.join(p.name for p in v)}" for k, v in list(clashes.items())[:5]
         )
-        raise ValueError(
+        raise DataError(
             f"{len(clashes)} id(s) have several image files in {folder} ({shown}); keep one per id"
         )
     return {k: v[0] for k, v in found.items()}, ignored
@@ -318,7 +318,7 @@ def image_array_features(
     Image = _pil()
     images = np.asarray(images)
     if images.ndim != 4 or 3 not in (images.shape[1], images.shape[3]) or images.shape[0] == 0:
-        raise ValueError(
+        raise DataError(
             f"images must have shape (n, 3, H, W) or (n, H, W, 3) with n >= 1, got {images.shape}"
         )
     channels_first = images.shape[1] == 3 and images.shape[3] != 3
@@ -345,12 +345,12 @@ def bow_features(texts, *, vocabulary_size: int = 2000) -> tuple[np.ndarray, lis
     from sklearn.feature_extraction.text import CountVectorizer
 
     if int(vocabulary_size) < 1:
-        raise ValueError(f"vocabulary_size must be at least 1, got {vocabulary_size}")
+        raise ParameterError(f"vocabulary_size must be at least 1, got {vocabulary_size}")
     vectorizer = CountVectorizer(binary=True, max_features=int(vocabulary_size), dtype=np.float32)
     try:
         X = vectorizer.fit_transform(list(texts))
     except ValueError as exc:
-        raise ValueError(
+        raise DataError(
             f"the texts hold no word of two or more letters, so a bag of words is empty ({exc})"
         ) from exc
     return X.toarray(), vectorizer.get_feature_names_out().tolist()
@@ -477,11 +477,11 @@ def featurize(
     (sorted). Returns ``(data, report)``; ``report.ids`` gives each row's id.
     """
     if images is None and texts is None:
-        raise ValueError("give a folder of images, a file of texts, or both")
+        raise ParameterError("give a folder of images, a file of texts, or both")
     if text_features not in TEXT_FEATURES:
-        raise ValueError(f"text_features must be one of {TEXT_FEATURES}, got {text_features!r}")
+        raise ParameterError(f"text_features must be one of {TEXT_FEATURES}, got {text_features!r}")
     if labels_column and texts is None:
-        raise ValueError("labels_column needs the texts file, which holds the labels")
+        raise ParameterError("labels_column needs the texts file, which holds the labels")
     records = (
         read_texts(
             texts,
@@ -562,7 +562,7 @@ def featurize(
             stacklevel=2,
         )
         if not keep.any():
-            raise ValueError("no object is left: no image was readable and no text was given")
+            raise DataError("no object is left: no image was readable and no text was given")
         ids = [oid for oid, k in zip(ids, keep, strict=True) if k]
         report.ids = ids
         image, text, image_mask, text_mask = (

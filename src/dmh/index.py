@@ -41,6 +41,7 @@ from .errors import (
     DataTypeError,
     DmhError,
     IndexFileError,
+    MissingDependencyError,
     ParameterError,
     ParameterTypeError,
     check_finite_memory,
@@ -86,7 +87,7 @@ def _check_backend(backend: str) -> str:
     if backend == "auto":
         return "faiss" if _faiss() is not None else "numpy"
     if backend == "faiss" and _faiss() is None:
-        raise ImportError(
+        raise MissingDependencyError(
             "backend='faiss' needs the faiss-cpu package (pip install faiss-cpu); "
             "use backend='numpy' instead"
         )
@@ -282,7 +283,8 @@ class HammingIndex:
         """
         k = _check_int(k, "k", 1)
         queries = self._check_search(codes)
-        check_finite_memory(12.0 * queries.shape[0] * k, f"the results of {queries.shape[0]} queries", f"k={k}")
+        check_finite_memory(12.0 * queries.shape[0] * k, f"the results of {queries.shape[0]} queries",
+                            f"k={k}; the index holds {self.ntotal} codes")
         kk = min(k, self.ntotal)
         if self.backend == "faiss":
             dist, pos = self._faiss_knn(queries, kk)

@@ -49,7 +49,7 @@ import numpy as np
 from ._archive import check_readable_file, read_npz
 from ._atomic import atomic_path
 from .data import CrossModalData
-from .errors import DataError, DataFileError, check_finite_memory
+from .errors import DataError, DataFileError, OutputError, check_finite_memory
 
 __all__ = ["load_data", "save_data", "read_arrays"]
 
@@ -275,5 +275,5 @@ def save_data(data: CrossModalData, path) -> Path:
             # 1-D index arrays are stored as row vectors by MATLAB; read_arrays reshapes them back.
             sio.savemat(tmp, arrays, do_compression=True)
         else:
-            raise ValueError(f"unsupported output type {suffix!r}: use .npz or .mat")
+            raise OutputError(path, f"unsupported output type {suffix!r}: use .npz or .mat")
     return path
