@@ -135,6 +135,13 @@ def _build(root: Path) -> None:
     (root / "header_only.csv").write_text("id,text\n")
     (root / "nocolumn.csv").write_text("name,body\n1,hello\n")
     (root / "imgs").mkdir()
+    (root / "binary.json").write_bytes(bytes(range(256)))
+    (root / "config_list.json").write_text("[1, 2]")
+    (root / "dup_ids.csv").write_text("id,text\n1,a cat\n1,a dog\n")
+    (root / "latin1.csv").write_bytes("id,text\n1,caf\xe9 au lait\n".encode("latin-1"))
+    (root / "nul.csv").write_bytes(b"id,text\n1,a\x00b\n")
+    arr("halfpaired", image=rng.normal(size=(20, 6)), text=rng.normal(size=(20, 5)), labels=rng.integers(0, 2, 20),
+        text_mask=np.arange(20) % 2 == 0, query_idx=np.arange(10))
 
 
 # (name, argv, expected exit code, text the output must contain)
@@ -285,6 +292,27 @@ def _cases(root: Path) -> list[tuple[str, list[str], int, str]]:
                                                 f"{r}/nope/f.npz"], 2, "nope"),
         ("datasets: missing benchmark folder", ["datasets", f"mirflickr25k:{r}/nope"], 2, "nope"),
         ("demo: --bits 0", ["demo", "--bits", "0"], 2, "n_bits"),
+        ("demo: --seed -1", ["demo", "--seed", "-1"], 2, "--seed"),
+        ("evaluate: --seeds -1", [*ev, "--seeds", "-1", "--out", f"{r}/e3.json"], 2, "--seeds"),
+        ("fit: --seed -5", [*fit, "--seed", "-5", "--out", f"{r}/m.npz"], 2, "--seed"),
+        ("reproduce: --seeds -2", ["reproduce", "table1", "--quick", "--seeds", "-2", "--out", f"{r}/rep2"], 2,
+         "--seeds"),
+        ("reproduce: binary config", ["reproduce", f"{r}/binary.json"], 2, "binary.json"),
+        ("reproduce: config a list", ["reproduce", f"{r}/config_list.json"], 2, "config"),
+        ("reproduce: --out is a file", ["reproduce", "table1", "--quick", "--datasets", "uci-digits", "--out",
+                                        f"{r}/table.csv"], 2, "table.csv"),
+        ("evaluate: training set not paired", ["evaluate", f"{r}/halfpaired.npz", "--method", "cvh", "--bits", "4",
+                                               "--paired-ratio", "0.5", "--out", f"{r}/e4.json"], 2, "paired"),
+        ("featurize: repeated id", ["featurize", "--texts", f"{r}/dup_ids.csv", "-o", f"{r}/f.npz"], 2,
+         "dup_ids.csv"),
+        ("featurize: latin-1 CSV", ["featurize", "--texts", f"{r}/latin1.csv", "-o", f"{r}/f.npz"], 2, "latin1.csv"),
+        ("featurize: NUL in CSV", ["featurize", "--texts", f"{r}/nul.csv", "-o", f"{r}/f.npz"], 2, "nul.csv"),
+        ("featurize: missing labels column", ["featurize", "--texts", f"{r}/nocolumn.csv", "--id-column", "name",
+                                              "--text-column", "body", "--labels-column", "tags", "-o",
+                                              f"{r}/f.npz"], 2, "tags"),
+        ("info: unknown benchmark name", ["info", "nosuchbench:/tmp"], 2, "nosuchbench"),
+        ("search: --format csv to a directory", ["search", f"{r}/index.dmhidx", "--codes", f"{r}/codes.npz",
+                                                 "--k", "3", "--format", "csv", "--out", r], 2, r),
     ]
 
 

@@ -222,9 +222,16 @@ def check_random_state(random_state) -> np.random.Generator:
     if isinstance(random_state, np.random.Generator):
         return random_state
     if random_state is None or (isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)):
-        return np.random.default_rng(random_state)
+        return np.random.default_rng(check_seed(random_state) if random_state is not None else None)
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
     raise ParameterError(
         f"random_state must be None, an integer, a numpy Generator or RandomState, got {random_state!r}"
     )
+
+
+def check_seed(seed, name: str = "random_state") -> int:
+    """A seed: a non-negative integer (numpy's generators refuse negative ones)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ParameterError(f"{name} must be a non-negative integer seed, got {seed!r}")
+    return int(seed)

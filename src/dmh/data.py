@@ -17,7 +17,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ._validation import check_features, check_index, check_labels, check_mask, check_paired_ratio
+from ._validation import (
+    check_features,
+    check_index,
+    check_labels,
+    check_mask,
+    check_paired_ratio,
+    check_random_state,
+)
 from .errors import DataError, DataTypeError, ParameterError
 
 __all__ = ["CrossModalData", "make_semi_paired", "random_split"]
@@ -247,7 +254,7 @@ class CrossModalData:
                 n, query_size=query_size, train_size=train_size, random_state=random_state
             )
             return replace(self, train_idx=train, query_idx=query, database_idx=database)
-        rng = np.random.default_rng(random_state)
+        rng = check_random_state(random_state)
         given = ", ".join(k for k in ("train_idx", "query_idx", "database_idx") if getattr(self, k) is not None)
         everything = np.arange(n)
         if query is None:
@@ -310,7 +317,7 @@ def random_split(n: int, query_size=0.2, train_size=10_000, random_state=0):
 
     Returns ``(train_idx, query_idx, database_idx)``, each sorted.
     """
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     n_query = _n_queries(query_size, n)
     if not 1 <= n_query < n:
         raise DataError(
@@ -344,7 +351,7 @@ def make_semi_paired(data: CrossModalData, paired_ratio: float, random_state=Non
             "make_semi_paired needs fully paired input (every object with both modalities); "
             f"got {data.n_image_only} image-only and {data.n_text_only} text-only objects"
         )
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     n = data.n_objects
     n_m = int(round(float(paired_ratio) * n))
     perm = rng.permutation(n)

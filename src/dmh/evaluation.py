@@ -226,30 +226,33 @@ def run_cells(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(cells), desc="evaluate", unit="fit")
-    cache: dict = {}
-    entries = []
-    for i, cell in enumerate(cells, 1):
-        data = datasets[cell["dataset"]]
-        key = (cell["dataset"], cell["seed"], cell["paired_ratio"])
-        if key not in cache:
-            cache.clear()
-            cache[key] = make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])
-        grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
-        line = (f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, "
-                f"seed {cell['seed']}")
-        if echo is not None:
-            echo(f"[{i}/{len(cells)}] {cell['dataset']} {line}")
+        # on a terminal only: in a log or a pipe the bar's fragments would bury the messages
+        bar = tqdm(total=len(cells), desc="evaluate", unit="fit", disable=None)
+    try:
+        cache: dict = {}
+        entries = []
+        for i, cell in enumerate(cells, 1):
+            data = datasets[cell["dataset"]]
+            key = (cell["dataset"], cell["seed"], cell["paired_ratio"])
+            if key not in cache:
+                cache.clear()
+                cache[key] = make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])
+            grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
+            line = (f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, "
+                    f"seed {cell['seed']}")
+            if echo is not None:
+                echo(f"[{i}/{len(cells)}] {cell['dataset']} {line}")
+            if bar is not None:
+                bar.set_postfix_str(line)
+            entry = fit_cell(cell, data, cache[key], keep_history)
+            entries.append(entry)
+            if on_entry is not None:
+                on_entry(entry)
+            if bar is not None:
+                bar.update(1)
+    finally:  # also on an error: the bar ends its line before the error is printed
         if bar is not None:
-            bar.set_postfix_str(line)
-        entry = fit_cell(cell, data, cache[key], keep_history)
-        entries.append(entry)
-        if on_entry is not None:
-            on_entry(entry)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.close()
     return entries
 
 
@@ -298,7 +301,14 @@ def plan_evaluation(
     """The cells of one evaluation, ordered seed, paired ratio, method, bits. ``source`` names the
     data (a file path or a built-in name) in the cells' keys; ``dataset`` is the name records carry."""
     if not data.has_split:
-        raise DataError("data need train_idx, query_idx and database_idx (see CrossModalData.with_split)")
+        raise DataError(f"{source}: the data need train_idx, query_idx and database_idx (see with_split)")
+    train = data.train()
+    if not train.is_fully_paired:
+        raise DataError(
+            f"{source}: the training set holds {train.n_image_only} image-only and {train.n_text_only} text-only "
+            "objects; the evaluation makes its semi-paired training sets itself (--paired-ratio) from a fully "
+            "paired one"
+        )
     data.require_labels()
     method_params = method_params or {}
     for name in methods:  # unknown names and parameters fail before any work

@@ -287,7 +287,7 @@ def image_features(paths, *, encoder=None, batch_size: int = 16, progress: bool 
     out = None
     ok = np.zeros(len(paths), dtype=bool)
     failures: list[tuple[Path, str]] = []
-    with tqdm(total=len(paths), unit="img", desc="image features", disable=not progress) as bar:
+    with tqdm(total=len(paths), unit="img", desc="image features", disable=None if progress else True) as bar:
         for start in range(0, len(paths), batch_size):
             rows, arrays = [], []
             for i in range(start, min(start + batch_size, len(paths))):
@@ -324,7 +324,7 @@ def image_array_features(
     channels_first = images.shape[1] == 3 and images.shape[3] != 3
     encoder = EfficientNetLite0Encoder() if encoder is None else encoder
     out = None
-    for start in tqdm(range(0, images.shape[0], batch_size), unit="batch", disable=not progress):
+    for start in tqdm(range(0, images.shape[0], batch_size), unit="batch", disable=None if progress else True):
         chunk = images[start : start + batch_size]
         if channels_first:
             chunk = chunk.transpose(0, 2, 3, 1)
@@ -542,7 +542,10 @@ def featurize(
         observed = [records[ids[i]][0] for i in np.flatnonzero(text_mask)]
         t0 = time.perf_counter()
         if text_features == "bow":
-            X, report.vocabulary = bow_features(observed, vocabulary_size=vocabulary_size)
+            try:
+                X, report.vocabulary = bow_features(observed, vocabulary_size=vocabulary_size)
+            except DataError as exc:
+                raise DataFileError(texts, str(exc)) from None
             report.empty_bow = [
                 ids[i] for i, row in zip(np.flatnonzero(text_mask), X, strict=True) if not row.any()
             ]

@@ -238,3 +238,36 @@ def test_files_of_one_or_two_objects_encode_and_search_with_rows_all(tmp_path, c
     assert main(["encode", str(model_path), str(tiny), "--modality", "text", "--rows", "query", "--out",
                  str(tmp_path / "q.npz")]) == 2
     assert "no query split" in _error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fit", "DATA", *CVH, "--seed", "-1", "--out", "OUT/m.npz"],
+        ["evaluate", "DATA", *CVH, "--seeds", "0,-3", "--out", "OUT/r.json"],
+        ["reproduce", "table1", "--quick", "--seeds", "-2", "--out", "OUT/rep"],
+    ],
+)
+def test_negative_seeds_are_refused(data_file, tmp_path, capsys, monkeypatch, argv):
+    _no_fit(monkeypatch)
+    argv = [str(data_file) if a == "DATA" else a.replace("OUT", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    assert "non-negative integer seed" in _error(capsys)
+
+
+def test_evaluate_refuses_a_training_set_that_is_not_fully_paired(tmp_path, capsys, monkeypatch):
+    _no_fit(monkeypatch)
+    rng = np.random.default_rng(0)
+    path = tmp_path / "half.npz"
+    np.savez(path, image=rng.normal(size=(20, 6)), text=rng.normal(size=(20, 5)), labels=rng.integers(0, 2, 20),
+             text_mask=np.arange(20) % 2 == 0, query_idx=np.arange(10))
+    assert main(["evaluate", str(path), "--method", "cvh", "--bits", "4", "--out", str(tmp_path / "r.json")]) == 2
+    line = _error(capsys)
+    assert "half.npz" in line and "image-only" in line
+
+
+def test_reproduce_config_that_is_not_text(tmp_path, capsys):
+    config = tmp_path / "binary.json"
+    config.write_bytes(bytes(range(256)))
+    assert main(["reproduce", str(config)]) == 2
+    assert "binary.json" in _error(capsys)

@@ -8,7 +8,7 @@ import ast
 
 import click
 
-__all__ = ["check_params", "float_list", "int_list", "name_list", "parse_params", "paired_ratio_list"]
+__all__ = ["check_params", "float_list", "int_list", "name_list", "parse_params", "paired_ratio_list", "seed_list"]
 
 
 def _number_list(text: str, what: str, kind, kind_name: str) -> list:
@@ -39,6 +39,13 @@ def paired_ratio_list(text: str, what: str = "--paired-ratio") -> list[float]:
     from .._validation import check_paired_ratio
 
     return [check_paired_ratio(r, what) for r in float_list(text, what)]
+
+
+def seed_list(text: str, what: str = "--seeds") -> list[int]:
+    """Comma-separated seeds, each once and non-negative."""
+    from .._validation import check_seed
+
+    return [check_seed(s, what) for s in int_list(text, what)]
 
 
 def name_list(text: str, what: str) -> list[str]:

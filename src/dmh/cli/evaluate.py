@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import OutputError
-from ._options import check_params, int_list, name_list, paired_ratio_list, parse_params
+from ._options import check_params, int_list, name_list, paired_ratio_list, parse_params, seed_list
 
 __all__ = ["demo", "evaluate"]
 
@@ -22,12 +22,13 @@ __all__ = ["demo", "evaluate"]
 def demo(bits, seed, out):
     """DMH on the built-in UCI digits at 100% and 50% pairing; prints a MAP table."""
     from .._atomic import check_writable
-    from .._validation import check_n_bits
+    from .._validation import check_n_bits, check_seed
     from ..datasets import BUILTIN, load_builtin
     from ..evaluation import label_prior_map, run_evaluation
     from ..report import markdown_table, write_results
 
     bit_list = [check_n_bits(b) for b in int_list(bits, "--bits")]
+    check_seed(seed, "--seed")
     if out:
         check_writable(out, "--out")
     data = load_builtin("uci-digits")
@@ -80,7 +81,7 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
         get_method_class(m)
     bit_list = [check_n_bits(b) for b in int_list(bits, "--bits")]
     ratios = paired_ratio_list(paired_ratio, "--paired-ratio")
-    seed_list = int_list(seeds, "--seeds")
+    seeds = seed_list(seeds, "--seeds")
     mparams = parse_params(params, methods)
     check_params(methods, mparams)
     if resume and overwrite:
@@ -90,10 +91,10 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
     with exclusive_lock(out):
         if out.exists() and not (resume or overwrite):
             raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
-        _evaluate(data, methods, bit_list, ratios, seed_list, mparams, out, resume, plots)
+        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots)
 
 
-def _evaluate(data, methods, bit_list, ratios, seed_list, mparams, out: Path, resume, plots):
+def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots):
     from ..datasets import load_dataset
     from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
     from ..report import markdown_table, write_results
@@ -103,7 +104,7 @@ def _evaluate(data, methods, bit_list, ratios, seed_list, mparams, out: Path, re
     dataset.require_labels()
     click.echo(dataset.summary())
     name = dataset.name or "data"
-    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seed_list, mparams, dataset=name)
+    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seeds, mparams, dataset=name)
     reused: dict[str, list[dict]] = {}
     if old is not None:
         reused, lines = reusable_cells(cells, old, where=str(out))
@@ -112,7 +113,7 @@ def _evaluate(data, methods, bit_list, ratios, seed_list, mparams, out: Path, re
     records = [rec for c in cells if c["key"] in reused for rec in reused[c["key"]]]
     todo = [c for c in cells if c["key"] not in reused]
     config = {"data": str(data), "methods": methods, "bits": bit_list, "paired_ratios": ratios,
-              "seeds": seed_list, "params": mparams}
+              "seeds": seeds, "params": mparams}
     prior = label_prior_map(dataset)
 
     def save_partial(entry):

@@ -21,7 +21,7 @@ __all__ = ["fit"]
 def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
     """Fit one model on DATA's training set (made semi-paired when --paired-ratio < 1) and save it."""
     from .._atomic import check_writable
-    from .._validation import check_n_bits, check_paired_ratio
+    from .._validation import check_n_bits, check_paired_ratio, check_seed
     from ..data import make_semi_paired
     from ..datasets import load_dataset
     from ..registry import get_method_class
@@ -29,6 +29,7 @@ def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
     klass = get_method_class(method)
     check_n_bits(bits)
     paired_ratio = check_paired_ratio(paired_ratio, "--paired-ratio")
+    check_seed(seed, "--seed")
     mparams = parse_params(params, [method])[method]
     check_params([method], {method: mparams})
     check_writable(out, "--out")  # before any work: a typo in the folder must not cost a fit

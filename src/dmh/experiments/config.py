@@ -63,7 +63,10 @@ def load_config(name_or_path) -> dict:
         path = Path(key)
         if not path.is_file():
             raise FileNotFoundError(f"experiment config {path} does not exist")
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParameterError(f"experiment config {path} is not UTF-8 JSON text ({exc.reason})") from None
         origin = str(path)
     else:
         raise UnknownNameError(

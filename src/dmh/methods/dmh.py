@@ -201,7 +201,7 @@ class DMH(BaseHasher):
         if self.verbose:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=self.n_rounds * 3, desc="DMH", unit="stage", leave=False)
+            bar = tqdm(total=self.n_rounds * 3, desc="DMH", unit="stage", leave=False, disable=None)
         for r in rounds:
             t = {}
             if r == 0 or self.refresh_features:
