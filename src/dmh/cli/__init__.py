@@ -49,6 +49,11 @@ def main(argv=None) -> int:
     except click.exceptions.Abort:  # Ctrl-C
         click.echo("Aborted.", err=True)
         return 1
+    except BrokenPipeError:  # the reader of our output went away (dmh search ... | head): nothing to report
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
     except click.ClickException as exc:
         return _fail(exc.format_message())
     except DmhError as exc:

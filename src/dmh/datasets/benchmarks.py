@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import CrossModalData, random_split
-from ..errors import DataError, ParameterError, UnknownNameError
+from ..errors import DataError, DataFileError, ParameterError, UnknownNameError
 from ..io import load_data, read_arrays
 
 __all__ = [
@@ -354,15 +354,22 @@ def _read_hdf5_keys(path: Path, keys) -> dict[str, np.ndarray]:
             raise DataError(f"{path} lacks {missing}; it holds {sorted(arrays)}")
         return {k: arrays[k] for k in keys}
     out = {}
-    with h5py.File(path, "r") as f:
-        missing = [k for k in keys if k not in f or not isinstance(f[k], h5py.Dataset)]
-        if missing:
-            raise DataError(
-                f"{path} lacks {missing}; it holds {sorted(k for k in f if not k.startswith('#'))}"
-            )
-        for k in keys:
-            arr = f[k][()]
-            out[k] = arr.T if arr.ndim >= 2 else arr
+    try:
+        with h5py.File(path, "r") as f:
+            missing = [k for k in keys if k not in f or not isinstance(f[k], h5py.Dataset)]
+            if missing:
+                raise DataFileError(
+                    path, f"lacks {missing}; it holds {sorted(k for k in f if not k.startswith('#'))}"
+                )
+            for k in keys:
+                if f[k].dtype.kind not in "biuf":
+                    raise DataFileError(path, f"variable {k!r} holds {f[k].dtype} data, not a numeric array")
+                arr = f[k][()]
+                out[k] = arr.T if arr.ndim >= 2 else arr
+    except (PermissionError, IsADirectoryError, FileNotFoundError):
+        raise
+    except (OSError, KeyError, RuntimeError) as exc:  # h5py on a damaged or truncated file
+        raise DataFileError(path, f"is not a readable MATLAB v7.3 file, or is damaged or truncated ({exc})") from None
     return out
 
 
