@@ -4,7 +4,8 @@
 Errors in the user's input are reported in one line naming the problem (exit code 2), never as a
 traceback. One module per group of commands: :mod:`.evaluate` (demo, evaluate), :mod:`.models`
 (fit), :mod:`.data` (info, featurize, datasets), :mod:`.search` (encode, index, search),
-:mod:`.experiments` (reproduce); :mod:`._options` parses what they share.
+:mod:`.experiments` (reproduce), :mod:`.collection` (build, add, serve, and search on a collection
+folder); :mod:`._options` parses what they share.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import sys
 import click
 
 from ..errors import DmhError, os_error_message
+from .collection import add, build, search, serve
 from .data import datasets, featurize, info
 from .evaluate import demo, evaluate
 from .experiments import reproduce
 from .models import fit
-from .search import encode, index, search
+from .search import encode, index
 
 __all__ = ["cli", "main"]
 
@@ -29,7 +31,7 @@ def cli():
     pass
 
 
-for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce):
+for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, serve):
     cli.add_command(_command)
 
 
