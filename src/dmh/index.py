@@ -493,6 +493,7 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     arrays = read_npz(path, CodesFileError, "code file")
     if "codes" not in arrays:
         raise CodesFileError(path, f"has no 'codes' array (it holds {sorted(arrays)})")
+    meta = None
     if META_KEY in arrays:
         try:
             meta = json.loads(arrays[META_KEY].tobytes().decode("utf-8"))
@@ -507,6 +508,8 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
         codes = _check_pm1(codes, "codes").astype(np.int8)
     except DmhError as exc:
         raise CodesFileError(path, str(exc)) from None
+    if meta is not None and meta.get("n_bits", codes.shape[1]) != codes.shape[1]:
+        raise CodesFileError(path, f"its header says {meta['n_bits']!r} bits but the codes have {codes.shape[1]}")
     if ids is None:
         ids = np.arange(codes.shape[0], dtype=np.int64)
     ids = np.asarray(ids).reshape(-1)
