@@ -271,3 +271,12 @@ def test_reproduce_config_that_is_not_text(tmp_path, capsys):
     config.write_bytes(bytes(range(256)))
     assert main(["reproduce", str(config)]) == 2
     assert "binary.json" in _error(capsys)
+
+
+def test_usage_errors_are_one_line_and_dmh_alone_shows_the_help(capsys):
+    assert main(["fit"]) == 2
+    assert "Missing argument 'DATA'" in _error(capsys)
+    assert main(["evaluate", "--nope"]) == 2
+    assert "No such option" in _error(capsys)
+    assert main([]) == 2
+    assert "Usage: dmh" in capsys.readouterr().err

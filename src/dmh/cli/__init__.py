@@ -57,6 +57,9 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
     except click.ClickException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `dmh` alone: the help, as it is
+            exc.show()
+            return exc.exit_code
         return _fail(exc.format_message())
     except DmhError as exc:
         return _fail(str(exc))
