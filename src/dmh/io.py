@@ -49,7 +49,7 @@ import numpy as np
 from ._archive import check_readable_file, read_npz
 from ._atomic import atomic_path
 from .data import CrossModalData
-from .errors import DataError, DataFileError, OutputError, check_finite_memory
+from .errors import DataError, DataFileError, DmhError, OutputError, check_finite_memory
 
 __all__ = ["load_data", "save_data", "read_arrays"]
 
@@ -98,7 +98,7 @@ def _read_mat(path: Path) -> dict[str, np.ndarray]:
         if h5py.is_hdf5(path):
             return _read_mat73(path)
         raw = sio.loadmat(path)
-    except DataFileError:
+    except DmhError:  # already names the file
         raise
     except (PermissionError, IsADirectoryError, FileNotFoundError):
         raise
