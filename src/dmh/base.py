@@ -137,10 +137,10 @@ class BaseHasher(BaseEstimator):
         featurized as the training data were (the model's ``featurizer_``, recorded when it was
         fitted on a file from ``dmh featurize`` or in a collection). Give exactly one of the two."""
         if (texts is None) == (images is None):
-            raise ValueError("give exactly one of texts= and images=")
+            raise ParameterError("give exactly one of texts= and images=")
         featurizer = getattr(self, "featurizer_", None)
         if featurizer is None:
-            raise ValueError(
+            raise ParameterError(
                 "this model does not know how its inputs were featurized (it was fitted on features "
                 "not made by dmh featurize); encode features with model.encode(X, modality)"
             )
@@ -215,6 +215,7 @@ class BaseHasher(BaseEstimator):
         """Load a model saved by :meth:`save` (any method when called on :class:`BaseHasher`)."""
         model = load_model(path)
         if cls is not BaseHasher and not isinstance(model, cls):
+            # not user input: a programming error
             raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
         return model
 

@@ -48,6 +48,7 @@ def plan_cells(cfg: dict) -> list[dict]:
     """Every cell of a resolved config, ordered dataset, seed, paired ratio, run, grid point, bits
     (so one semi-paired training set serves consecutive cells)."""
     if "resolved" not in cfg:
+        # not user input: a programming error
         raise ValueError("plan_cells needs a resolved config (see resolve_config)")
     cells = []
     ratios = sorted({float(r) for run in cfg["runs"] for r in run["paired_ratios"]}, reverse=True)
