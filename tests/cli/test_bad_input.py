@@ -280,3 +280,13 @@ def test_usage_errors_are_one_line_and_dmh_alone_shows_the_help(capsys):
     assert "No such option" in _error(capsys)
     assert main([]) == 2
     assert "Usage: dmh" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("param", "option"), [("random_state=5", "--seed"), ("cvh.n_bits=16", "--bits")])
+def test_params_the_command_sets_itself_are_refused(data_file, tmp_path, capsys, monkeypatch, param, option):
+    """--param n_bits used to be dropped silently by evaluate (and to clash in fit)."""
+    _no_fit(monkeypatch)
+    for command in ("fit", "evaluate"):
+        out = tmp_path / ("m.npz" if command == "fit" else "r.json")
+        assert main([command, str(data_file), *CVH, "--param", param, "--out", str(out)]) == 2
+        assert option in _error(capsys)

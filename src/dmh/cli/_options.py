@@ -80,9 +80,19 @@ def parse_params(items, methods) -> dict[str, dict]:
     return out
 
 
+#: parameters the commands set from their own options (a --param for them would be ignored or clash)
+_OWN_OPTIONS = {"n_bits": "--bits", "random_state": "--seed/--seeds"}
+
+
 def check_params(methods, params):
-    """Every ``--param`` names a hyperparameter of its method (before any work)."""
+    """Every ``--param`` names a hyperparameter of its method (before any work), and none of those
+    the command sets itself (``n_bits``, ``random_state``: their options say which)."""
+    from ..errors import ParameterError
     from ..evaluation import full_params
 
     for m in methods:
-        full_params(m, {k: v for k, v in params.get(m, {}).items() if k not in ("n_bits", "random_state")})
+        given = params.get(m, {})
+        for key, option in _OWN_OPTIONS.items():
+            if key in given:
+                raise ParameterError(f"--param {key} is set by the command itself; use {option}")
+        full_params(m, given)

@@ -38,8 +38,10 @@ def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
     if paired_ratio < 1.0:
         train = make_semi_paired(train, paired_ratio, random_state=seed)
     click.echo(train.summary())
-    model = klass(n_bits=bits, random_state=seed, verbose=True, **mparams) if "verbose" in klass().get_params() \
-        else klass(n_bits=bits, random_state=seed, **mparams)
+    kwargs = dict(mparams)
+    if "verbose" in klass().get_params():
+        kwargs.setdefault("verbose", True)
+    model = klass(n_bits=bits, random_state=seed, **kwargs)
     model.fit(train)
     from pathlib import Path
 
