@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dmh import distributed as dist
+from dmh.errors import OutputError
 from dmh.featurize import MissingExtraError
 from dmh.index import HammingIndex, pack_codes
 
@@ -96,7 +97,7 @@ def test_encode_features_on_ray_equals_plain_path(ray_runtime, small_model, tmp_
     b = HammingIndex(16).add(expected, ids).search(queries, 15)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
-    with pytest.raises(FileExistsError, match="not an empty folder"):
+    with pytest.raises(OutputError, match="not an empty folder"):
         dist.encode_to_shards(path, tmp_path / "codes", modality="text", features=X)
     with pytest.raises(ValueError, match="20"):
         dist.encode_to_shards(path, tmp_path / "other", modality="image", features=X)

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ._atomic import atomic_write_text
+from .errors import DataError, OutputError, ParameterError, ParameterTypeError
 
 __all__ = [
     "RAY_EXTRA",
@@ -118,12 +119,12 @@ class RayOptions:
         for name in ("batch_size", "concurrency"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise ParameterError(f"{name} must be a positive integer, got {value!r}")
         for name in ("num_cpus", "num_gpus"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+                raise ParameterError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.local_cpus is not None and self.local_cpus < 1:
-            raise ValueError(f"local_cpus must be a positive integer, got {self.local_cpus!r}")
+            raise ParameterError(f"local_cpus must be a positive integer, got {self.local_cpus!r}")
 
     def map_kwargs(self) -> dict:
         ray = require_ray()
@@ -151,7 +152,7 @@ def ray_session(options: RayOptions | None = None, *, quiet: bool = True):
             ray.init(address=options.address, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"the Ray cluster at {options.address!r}" if options.address else "a local Ray runtime"
-            raise ValueError(f"cannot start or join {where}: {exc}") from None
+            raise ParameterError(f"cannot start or join {where}: {exc}") from None
         started = True
     ctx = ray.data.DataContext.get_current()
     previous = ctx.enable_progress_bars
@@ -245,11 +246,11 @@ class HashStage:
 def _ids(ids, n: int) -> np.ndarray:
     ids = np.arange(n, dtype=np.int64) if ids is None else np.asarray(ids)
     if ids.shape != (n,):
-        raise ValueError(f"ids must have shape ({n},), got {ids.shape}")
+        raise ParameterError(f"ids must have shape ({n},), got {ids.shape}")
     if n and not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
+        raise ParameterTypeError(f"ids must be integers, got dtype {ids.dtype}")
     if np.unique(ids).size != n:
-        raise ValueError("ids hold repeated values; every id must be unique")
+        raise ParameterError("ids hold repeated values; every id must be unique")
     return ids.astype(np.int64)
 
 
@@ -276,7 +277,7 @@ def image_dataset(paths, ids=None, *, block_rows: int = 1024):
     pa, _ = _pyarrow()
     paths = _image_paths(paths)
     if not paths:
-        raise ValueError("no image files to featurize")
+        raise ParameterError("no image files to featurize")
     missing = [p for p in paths if not Path(p).is_file()]
     if missing:
         raise FileNotFoundError(f"{len(missing)} image file(s) not found, e.g. {missing[0]}")
@@ -296,7 +297,7 @@ def feature_dataset(features, ids=None, *, block_rows: int = _BLOCK_ROWS):
 
     features = np.asarray(features, dtype=np.float32)
     if features.ndim != 2 or features.shape[0] == 0:
-        raise ValueError(f"features must be a non-empty 2-D array, got shape {features.shape}")
+        raise DataError(f"features must be a non-empty 2-D array, got shape {features.shape}")
     ids = _ids(ids, features.shape[0])
     blocks = [
         pa.table(
@@ -349,21 +350,21 @@ def encode_to_shards(
     from .base import load_model
 
     if (features is None) == (paths is None):
-        raise ValueError("give either features or image paths to encode")
+        raise ParameterError("give either features or image paths to encode")
     if modality not in ("image", "text"):
-        raise ValueError(f"modality must be 'image' or 'text', got {modality!r}")
+        raise ParameterError(f"modality must be 'image' or 'text', got {modality!r}")
     if paths is not None and modality != "image":
-        raise ValueError("image paths can only be encoded with modality='image'")
+        raise ParameterError("image paths can only be encoded with modality='image'")
     model_path = Path(model_path)
     model = load_model(model_path)  # checks the file here, one clear error instead of one per actor
     if features is not None:
         width = np.asarray(features).shape[-1]
         expected = model.n_features_.get(modality)
         if expected is not None and width != expected:
-            raise ValueError(f"the features have {width} columns, the model's {modality} side takes {expected}")
+            raise ParameterError(f"the features have {width} columns, the model's {modality} side takes {expected}")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"{out} exists and is not an empty folder: give a new folder for the code shards")
+        raise OutputError(out, "exists and is not an empty folder: give a new folder for the code shards")
     options = options or RayOptions()
     t0 = time.perf_counter()
     with ray_session(options):
@@ -412,7 +413,7 @@ def read_code_shards(folder) -> tuple[np.ndarray, np.ndarray, dict, list[tuple[i
         raise FileNotFoundError(f"{folder} is not a folder of code shards (it has no {CODES_META})")
     meta = json.loads((folder / CODES_META).read_text(encoding="utf-8"))
     if meta.get("format") != "dmh-code-shards":
-        raise ValueError(f"{folder / CODES_META} is not a dmh code-shards header")
+        raise DataError(f"{folder / CODES_META} is not a dmh code-shards header")
     _, pq = _pyarrow()
     table = pq.read_table(folder, columns=["id", "code", "error"])
     ids = table.column("id").to_numpy().astype(np.int64)
@@ -420,7 +421,7 @@ def read_code_shards(folder) -> tuple[np.ndarray, np.ndarray, dict, list[tuple[i
     valid = ~np.asarray(code.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     size = code.type.byte_width
     if size * 8 < int(meta["n_bits"]):
-        raise ValueError(f"{folder}: codes of {size} bytes cannot hold {meta['n_bits']} bits")
+        raise DataError(f"{folder}: codes of {size} bytes cannot hold {meta['n_bits']} bits")
     buf = np.frombuffer(code.buffers()[1], dtype=np.uint8, count=(code.offset + len(code)) * size)
     packed = buf[code.offset * size :].reshape(len(code), size)
     errors = table.column("error").to_pylist()

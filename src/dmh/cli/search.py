@@ -33,30 +33,25 @@ import click
 import numpy as np
 
 from .._atomic import atomic_write_text
+from ..errors import DataError, OutputError, ParameterError
 
 __all__ = ["encode", "index", "search"]
 
 _ROWS = ("all", "query", "database", "train")
-_USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, FileExistsError, ImportError)
 
 
 @contextlib.contextmanager
-def _user_errors():
-    """Library errors about the user's input -> one-line click errors (no traceback)."""
+def _milvus_errors():
+    """A request Milvus refused -> one line (pymilvus's exceptions are not dmh's family)."""
     try:
         yield
-    except click.ClickException:
-        raise
-    except _USER_ERRORS as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise click.UsageError(str(msg)) from None
     except Exception as exc:
-        if type(exc).__module__.startswith("pymilvus"):  # Milvus refused a request: say why, in a line
-            raise click.UsageError(f"Milvus: {getattr(exc, 'message', exc)}") from None
+        if type(exc).__module__.startswith("pymilvus"):
+            raise DataError(f"Milvus: {getattr(exc, 'message', exc)}") from None
         raise
 
 
-def _select_rows(data_ref, modality, rows) -> tuple[np.ndarray, np.ndarray, int]:
+def _select_rows(model, data_ref, modality, rows, model_path) -> tuple[np.ndarray, np.ndarray, int]:
     """The features of one modality of some rows of a data file: (features, row ids, rows skipped)."""
     from ..datasets import load_dataset
 
@@ -66,13 +61,18 @@ def _select_rows(data_ref, modality, rows) -> tuple[np.ndarray, np.ndarray, int]
     else:
         idx = getattr(data, f"{rows}_idx")
         if idx is None:
-            raise ValueError(f"the data {data_ref!r} have no {rows} split; use --rows all")
+            raise DataError(f"the data {data_ref!r} ({data.n_objects} objects) have no {rows} split; use --rows all")
     observed = data.mask(modality)[idx]
     skipped = int((~observed).sum())
     idx = idx[observed]
     if idx.size == 0:
-        raise ValueError(f"none of the selected rows ({rows}) of {data_ref!r} has a {modality}")
+        raise DataError(f"none of the selected rows ({rows}) of {data_ref!r} has a {modality}")
     features = data.image if modality == "image" else data.text
+    if features.shape[1] != model.n_features_[modality]:
+        raise DataError(
+            f"the {modality} features of {data_ref!r} have {features.shape[1]} columns, but the model "
+            f"{model_path} was fitted on {model.n_features_[modality]}"
+        )
     return features[idx], idx.astype(np.int64), skipped
 
 
@@ -81,7 +81,7 @@ def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.n
     from ..base import load_model
 
     model = load_model(model_path)
-    features, idx, skipped = _select_rows(data_ref, modality, rows)
+    features, idx, skipped = _select_rows(model, data_ref, modality, rows, model_path)
     return model.encode(features, modality=modality), idx, skipped
 
 
@@ -92,7 +92,7 @@ def _read_codes(path) -> tuple[np.ndarray, np.ndarray, int]:
 
     if Path(path).is_dir():
         if not is_code_shards(path):
-            raise ValueError(f"{path} is a folder but not one of code shards (from dmh encode --ray)")
+            raise DataError(f"{path} is a folder but not one of code shards (from dmh encode --ray)")
         packed, ids, meta, _ = read_code_shards(path)
         return packed, ids, int(meta["n_bits"])
     codes, ids = load_codes(path)
@@ -108,7 +108,7 @@ def _open_store(spec: str, collection: str, *, n_bits=None, index="flat", out=No
     uri = parsed.uri
     if uri is None:
         if out is None or not str(out).endswith(".db"):
-            raise ValueError("--store milvus needs a milvus-lite file: give --out FILE.db or --store milvus:URI")
+            raise ParameterError("--store milvus needs a milvus-lite file: give --out FILE.db or --store milvus:URI")
         uri = out
     return MilvusCodeStore(uri, collection, n_bits=n_bits, index=index)
 
@@ -182,16 +182,17 @@ def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cp
     Objects that lack the modality are skipped; the ``ids`` of the code file say which rows were
     encoded.
     """
+    from .._atomic import check_writable
     from ..index import save_codes
 
     if ray_address is not None:
+        from ..base import load_model
         from ..distributed import encode_to_shards, require_ray
 
-        with _user_errors():
-            require_ray()  # before any work: a missing extra is named first
-            options = _ray_options(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
-            features, ids, skipped = _select_rows(data, modality, rows)
-            meta = encode_to_shards(model, out, modality=modality, features=features, ids=ids, options=options)
+        require_ray()  # before any work: a missing extra is named first
+        options = _ray_options(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
+        features, ids, skipped = _select_rows(load_model(model), data, modality, rows, model)
+        meta = encode_to_shards(model, out, modality=modality, features=features, ids=ids, options=options)
         note = f" ({skipped} rows without a {modality} skipped)" if skipped else ""
         where = options.address or "a local Ray runtime"
         click.echo(
@@ -201,10 +202,10 @@ def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cp
         )
         return
     if Path(out).is_dir():
-        raise click.UsageError(f"--out {out} is a folder: give a code file (.npz), or use --ray for shards")
-    with _user_errors():
-        codes, ids, skipped = _encode_rows(model, data, modality, rows)
-        save_codes(out, codes, ids, modality=modality)
+        raise OutputError(out, "is a folder: give a code file (.npz), or use --ray for shards")
+    check_writable(out, "--out")
+    codes, ids, skipped = _encode_rows(model, data, modality, rows)
+    save_codes(out, codes, ids, modality=modality)
     note = f" ({skipped} rows without a {modality} skipped)" if skipped else ""
     click.echo(
         f"wrote {codes.shape[0]} {modality} codes of {codes.shape[1]} bits to {out}{note}", err=True
@@ -234,29 +235,35 @@ def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cp
 @click.option("--replace", is_flag=True, help="Milvus: drop an existing collection of that name first.")
 def index(codes, out, backend, store, collection, milvus_index, replace):
     """Build a Hamming index from a code file or a folder of code shards (n_bits a multiple of 8)."""
+    from .._atomic import check_writable
     from ..index import HammingIndex
     from ..store import parse_store
 
-    with _user_errors():
-        kind = parse_store(store).kind
-        if kind == "local" and out is None:
-            raise ValueError("give --out INDEX_FILE (or --store milvus[:URI])")
-        arr, ids, n_bits = _read_codes(codes)
-        if arr.shape[0] == 0:
-            raise ValueError(f"{codes} holds no codes: cannot index an empty database")
-        if kind == "local":
-            idx = HammingIndex(n_bits, backend=backend).add(arr, ids)
-            idx.save(out)
-            where = f"({idx.backend} backend) into {out}"
-        else:
+    kind = parse_store(store).kind
+    if kind == "local":
+        if out is None:
+            raise ParameterError("give --out INDEX_FILE (or --store milvus[:URI])")
+        check_writable(out, "--out")
+    arr, ids, n_bits = _read_codes(codes)
+    if arr.shape[0] == 0:
+        raise DataError(f"{codes} holds no codes: cannot index an empty database")
+    if n_bits % 8:
+        raise DataError(f"{codes} holds {n_bits}-bit codes; an index needs a multiple of 8 bits")
+    if kind == "local":
+        idx = HammingIndex(n_bits, backend=backend).add(arr, ids)
+        idx.save(out)
+        where = f"({idx.backend} backend) into {out}"
+    else:
+        with _milvus_errors():
             idx = _open_store(store, collection, n_bits=n_bits, index=milvus_index, out=out)
             if len(idx) and not replace:
-                raise ValueError(
+                raise DataError(
                     f"the Milvus collection {collection!r} at {idx.uri} already holds {len(idx)} codes: "
                     "give --replace to drop it first, or another --collection"
                 )
             if replace and len(idx):
                 idx.drop()
+                idx.close()
                 idx = _open_store(store, collection, n_bits=n_bits, index=milvus_index, out=out)
             idx.add(arr, ids)
             where = f"into the Milvus collection {collection!r} at {idx.uri} ({idx.index} index)"
@@ -304,6 +311,12 @@ def index(codes, out, backend, store, collection, milvus_index, replace):
 def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection):
     """Search INDEX (an index file, or milvus:URI for codes kept in Milvus) with query codes
     (--codes) or objects encoded on the fly (--model/--data)."""
+    with _milvus_errors():
+        _search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection)
+
+
+def _search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection):
+    from .._atomic import check_writable
     from ..index import HammingIndex, unpack_codes
 
     if (k is None) == (radius is None):
@@ -323,39 +336,40 @@ def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, 
             "give the queries: --codes CODES, or --model, --data and --modality "
             f"(missing {', '.join(missing)})"
         )
-    with _user_errors():
-        if index_path.startswith("milvus:"):
-            idx = _open_store(index_path, collection)
-        elif not Path(index_path).is_file():
-            raise FileNotFoundError(f"index file {index_path} does not exist (for codes in Milvus give milvus:URI)")
-        else:
-            idx = HammingIndex.load(index_path, backend=backend)
-        if radius is not None and not 0 <= radius <= idx.n_bits:
-            raise ValueError(f"--radius must be between 0 and n_bits={idx.n_bits}, got {radius}")
-        if codes_path is not None:
-            queries, qids, n_bits = _read_codes(codes_path)
-            if queries.dtype == np.uint8:
-                queries = unpack_codes(queries, n_bits)
-        else:
-            queries, qids, _ = _encode_rows(model, data, modality, rows)
-        if queries.shape[0] == 0:
-            raise ValueError("there are no query codes")
-        if queries.shape[1] != idx.n_bits:
-            raise ValueError(
-                f"the query codes have {queries.shape[1]} bits, the index holds "
-                f"{idx.n_bits}-bit codes"
-            )
-        if k is not None:
-            dist, ids = idx.search(queries, k)
-            hits = [(d[i >= 0], i[i >= 0]) for d, i in zip(dist, ids, strict=True)]
-        else:
-            lims, dist, ids = idx.range_search(queries, radius)
-            hits = [(dist[a:b], ids[a:b]) for a, b in zip(lims[:-1], lims[1:], strict=True)]
-        text = _format_hits(qids, hits, fmt, {"index": str(index_path), "k": k, "radius": radius})
-        if out is None:
-            sys.stdout.write(text)
-        else:
-            atomic_write_text(Path(out), text)
+    if out is not None:
+        check_writable(out, "--out")
+    if index_path.startswith("milvus:"):
+        idx = _open_store(index_path, collection)
+    elif not Path(index_path).is_file():
+        raise FileNotFoundError(f"index file {index_path} does not exist (for codes in Milvus give milvus:URI)")
+    else:
+        idx = HammingIndex.load(index_path, backend=backend)
+    if radius is not None and not 0 <= radius <= idx.n_bits:
+        raise ParameterError(f"--radius must be between 0 and n_bits={idx.n_bits}, got {radius}")
+    if codes_path is not None:
+        queries, qids, n_bits = _read_codes(codes_path)
+        if queries.dtype == np.uint8:
+            queries = unpack_codes(queries, n_bits)
+    else:
+        queries, qids, _ = _encode_rows(model, data, modality, rows)
+    if queries.shape[0] == 0:
+        raise DataError("there are no query codes")
+    if queries.shape[1] != idx.n_bits:
+        raise DataError(
+            f"the query codes have {queries.shape[1]} bits, the index holds "
+            f"{idx.n_bits}-bit codes"
+        )
+    if k is not None:
+        dist, ids = idx.search(queries, k)
+        hits = [(d[i >= 0], i[i >= 0]) for d, i in zip(dist, ids, strict=True)]
+    else:
+        lims, dist, ids = idx.range_search(queries, radius)
+        hits = [(dist[a:b], ids[a:b]) for a, b in zip(lims[:-1], lims[1:], strict=True)]
+    text = _format_hits(qids, hits, fmt, {"index": str(index_path), "k": k, "radius": radius})
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(Path(out), text)
     if out is not None:
         n_hits = sum(len(h[1]) for h in hits)
         click.echo(f"wrote {n_hits} hits of {len(hits)} queries to {out}", err=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ParameterError
+
 __all__ = ["DEFAULT_MILVUS_FILE", "StoreSpec", "MilvusCodeStore", "parse_store"]
 
 DEFAULT_MILVUS_FILE = "codes.db"
@@ -31,11 +33,11 @@ def parse_store(value: str | None) -> StoreSpec:
         return StoreSpec("local")
     kind, _, uri = str(value).partition(":")
     if kind != "milvus":
-        raise ValueError(f"--store must be 'local', 'milvus' or 'milvus:URI', got {value!r}")
+        raise ParameterError(f"--store must be 'local', 'milvus' or 'milvus:URI', got {value!r}")
     if _ and not uri:
-        raise ValueError(f"--store {value!r}: give the Milvus URI after 'milvus:' (a .db file or http://host:port)")
+        raise ParameterError(f"--store {value!r}: give the Milvus URI after 'milvus:' (a .db file or http://host:port)")
     if uri and not (uri.endswith(".db") or "://" in uri):
-        raise ValueError(
+        raise ParameterError(
             f"--store {value!r}: the Milvus URI must be a milvus-lite file ending in .db or a server "
             "address such as http://localhost:19530"
         )

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import DataError, ParameterError, ParameterTypeError
+
 __all__ = ["MAX_TOPK", "MILVUS_EXTRA", "MilvusCodeStore", "require_pymilvus"]
 
 MILVUS_EXTRA = ("milvus", ("pymilvus>=2.5,<4", "milvus-lite==2.5.1", "setuptools<81"))
@@ -68,11 +70,11 @@ def require_pymilvus():
 
 def _check_int(value, name: str, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
+        raise ParameterTypeError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
+        raise ParameterError(f"{name} must be {bound}, got {value}")
     return value
 
 
@@ -111,7 +113,7 @@ class MilvusCodeStore:
     ):
         pymilvus = require_pymilvus()
         if index not in _INDEXES:
-            raise ValueError(f"index must be one of {sorted(_INDEXES)}, got {index!r}")
+            raise ParameterError(f"index must be one of {sorted(_INDEXES)}, got {index!r}")
         self.uri = str(uri)
         self.collection = str(collection)
         self.nlist = _check_int(nlist, "nlist", 1)
@@ -129,11 +131,11 @@ class MilvusCodeStore:
             try:
                 self._client = pymilvus.MilvusClient(uri=self.uri, token=token or "")
             except pymilvus.exceptions.MilvusException as exc:
-                raise ValueError(f"cannot open Milvus at {self.uri}: {exc.message}") from None
+                raise ParameterError(f"cannot open Milvus at {self.uri}: {exc.message}") from None
         if self._client.has_collection(self.collection):
             held, index_type = self._describe()
             if n_bits is not None and int(n_bits) != held:
-                raise ValueError(
+                raise ParameterError(
                     f"the Milvus collection {self.collection!r} at {self.uri} holds {held}-bit codes, "
                     f"not n_bits={n_bits}"
                 )
@@ -141,13 +143,13 @@ class MilvusCodeStore:
             self.index = {v: k for k, v in _INDEXES.items()}.get(index_type, index)
         else:
             if n_bits is None:
-                raise ValueError(
+                raise ParameterError(
                     f"the Milvus collection {self.collection!r} does not exist at {self.uri}: "
                     "give n_bits to create it"
                 )
             n_bits = _check_int(n_bits, "n_bits", 8)
             if n_bits % 8:
-                raise ValueError(f"n_bits must be a multiple of 8 (codes are stored packed), got {n_bits}")
+                raise ParameterError(f"n_bits must be a multiple of 8 (codes are stored packed), got {n_bits}")
             self.n_bits = n_bits
             self.index = index
             self._create()
@@ -171,7 +173,7 @@ class MilvusCodeStore:
                 self.collection, schema=schema, index_params=params, consistency_level="Strong"
             )
         except self._pymilvus.exceptions.MilvusException as exc:
-            raise ValueError(
+            raise ParameterError(
                 f"cannot create the Milvus collection {self.collection!r} ({_INDEXES[self.index]}) at "
                 f"{self.uri}: {exc.message}"
             ) from None
@@ -182,7 +184,7 @@ class MilvusCodeStore:
         code = fields.get("code")
         dt = self._pymilvus.DataType
         if code is None or code["type"] != dt.BINARY_VECTOR or "id" not in fields:
-            raise ValueError(
+            raise ParameterError(
                 f"the Milvus collection {self.collection!r} at {self.uri} is not a dmh code store "
                 "(it needs an INT64 'id' and a BINARY_VECTOR 'code' field)"
             )
@@ -280,17 +282,17 @@ class MilvusCodeStore:
         else:
             new_ids = np.asarray(ids)
             if new_ids.ndim != 1 or new_ids.size != n:
-                raise ValueError(f"ids must have shape ({n},) to match the codes, got {new_ids.shape}")
+                raise ParameterError(f"ids must have shape ({n},) to match the codes, got {new_ids.shape}")
             if n and not np.issubdtype(new_ids.dtype, np.integer):
-                raise TypeError(f"ids must be integers, got dtype {new_ids.dtype}")
+                raise ParameterTypeError(f"ids must be integers, got dtype {new_ids.dtype}")
             new_ids = new_ids.astype(np.int64)
             if n and new_ids.min() < 0:
-                raise ValueError("ids must be non-negative (-1 marks padding in search results)")
+                raise ParameterError("ids must be non-negative (-1 marks padding in search results)")
             if np.unique(new_ids).size != n:
-                raise ValueError("ids hold repeated values; every id must be unique")
+                raise ParameterError("ids hold repeated values; every id must be unique")
             dup = self._held(new_ids)
             if dup.size:  # Milvus itself would keep both rows under one primary key
-                raise ValueError(f"ids already in the store: {np.sort(dup)[:5].tolist()}")
+                raise DataError(f"ids already in the store: {np.sort(dup)[:5].tolist()}")
         for start in range(0, n, _INSERT_BATCH):
             stop = min(start + _INSERT_BATCH, n)
             rows = [
@@ -306,7 +308,7 @@ class MilvusCodeStore:
         """Delete the codes with these ids (ids not held are ignored); returns how many went."""
         ids = np.asarray(ids).reshape(-1)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
+            raise ParameterTypeError(f"ids must be integers, got dtype {ids.dtype}")
         held = self._held(np.unique(ids.astype(np.int64)))
         for start in range(0, held.size, _ID_FILTER_BATCH):
             self._client.delete(self.collection, ids=held[start : start + _ID_FILTER_BATCH].tolist())
@@ -329,7 +331,7 @@ class MilvusCodeStore:
         queries = self._checker._packed(codes, "query codes")
         n = self.ntotal
         if n == 0:
-            raise ValueError("the store is empty: add() codes before searching")
+            raise DataError("the store is empty: add() codes before searching")
         return queries, n
 
     def _search(self, queries: np.ndarray, limit: int, radius: int | None = None, id_range=None):
