@@ -16,6 +16,11 @@ METHODS: dict[str, tuple[str, str]] = {
     "lssh": ("dmh.baselines.lssh", "LSSH"),
     "stmh": ("dmh.baselines.stmh", "STMH"),
     "fsh": ("dmh.baselines.fsh", "FSH"),
+    "djsrh": ("dmh.peers.djsrh", "DJSRH"),
+    "jdsh": ("dmh.peers.jdsh", "JDSH"),
+    "dgcpn": ("dmh.peers.dgcpn", "DGCPN"),
+    "ucch": ("dmh.peers.ucch", "UCCH"),
+    "sadch": ("dmh.peers.sadch", "SADCH"),
 }
 
 
