@@ -22,6 +22,7 @@ from ._atomic import atomic_path
 from ._json import jsonable as _jsonable
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
+from .registry import get_method_class
 
 __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
 
@@ -143,8 +144,6 @@ class BaseHasher(BaseEstimator):
 
 def load_model(path) -> BaseHasher:
     """Load any saved model; the method is read from the file's header."""
-    from .methods import get_method_class
-
     meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model")
     klass = get_method_class(meta["method"])
     params = meta["params"]

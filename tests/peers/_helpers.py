@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dmh import CrossModalData, load_model
-from dmh.methods import make_method
+from dmh.registry import make_method
 
 
 def toy(n=64, seed=0, positive=True):

@@ -8,7 +8,7 @@ and scores cross-modal MAP over the whole retrieval set (relevant = same class):
 
 and prints markdown tables (mean ± std over seeds) with the published LSSH numbers on Wikipedia
 (SePH, CVPR 2015, reprinted by LCMFH). Two extra rows reproduce the retrieval sets the authors'
-own code builds, to explain gaps (see docs/baselines_lssh_stmh_fsh.md):
+own code builds, to explain gaps (see docs/baselines.md):
 
 * ``LSSH (paired db)``: database codes from both modalities of each retrieval pair
   (:meth:`dmh.baselines.lssh.LSSH.encode_paired`), as the authors' LSSH evaluation code does;
@@ -17,8 +17,8 @@ own code builds, to explain gaps (see docs/baselines_lssh_stmh_fsh.md):
 
 Usage (from the repository root; a full run takes tens of minutes on 2 busy cores)::
 
-    nice -n 10 python benchmarks/check_baselines_b.py
-    python benchmarks/check_baselines_b.py --methods fsh --datasets uci --bits 16 32 --seeds 0 1
+    nice -n 10 python benchmarks/check_lssh_stmh_fsh.py
+    python benchmarks/check_lssh_stmh_fsh.py --methods fsh --datasets uci --bits 16 32 --seeds 0 1
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@ as reprinted by LCMFH. Every method runs at 16/32/64/128 bits over seeds 0..4 on
 training data; IMH also at 50 % pairing (``make_semi_paired(train, 0.5, random_state=seed)``).
 CVH and IMH have no random step, so on fully paired data they are fitted once per code length and
 their std is 0 by construction. The row "CMFH (db = sign V)" is a diagnostic: CMFH with its
-*training* latent codes ``sign(V)`` as the database codes (see docs/baselines_cvh_imh_cmfh.md).
+*training* latent codes ``sign(V)`` as the database codes (see docs/baselines.md).
 
 UCI two-view digits (``uci_handwritten/uci_all.mat``): a sanity check (label prior ~0.1).
 
 Usage::
 
-    nice -n 10 python benchmarks/check_baselines_a.py [--data-dir ../shared/data] [--bits 16 32]
+    nice -n 10 python benchmarks/check_cvh_imh_cmfh.py [--data-dir ../shared/data] [--bits 16 32]
         [--seeds 0 1 2 3 4] [--json out.json] [--threads 1]
 
 Prints markdown tables (mean +- std over the seeds, published value in brackets).

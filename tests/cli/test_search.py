@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from dmh import CrossModalData, save_data
 from dmh.base import BaseHasher
-from dmh.cli_search import encode, index, search
+from dmh.cli.search import encode, index, search
 from dmh.index import HammingIndex, load_codes, save_codes
 from dmh.methods import METHODS
 

@@ -13,7 +13,7 @@ import scipy.io as sio
 import dmh
 from dmh.datasets import benchmarks as bm
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 MIR = SHARED / "mirflickr25k_text_labels"
 needs_mir = pytest.mark.skipif(
     not (MIR / "mirflickr25k-yall.mat").is_file(),
@@ -244,7 +244,7 @@ def test_names_specs_and_descriptions(tmp_path):
 def test_datasets_command(mir_folder):
     from click.testing import CliRunner
 
-    from dmh.cli_data import datasets
+    from dmh.cli.data import datasets
 
     runner = CliRunner()
     out = runner.invoke(datasets, [])

@@ -1,4 +1,4 @@
-"""Numerical helpers shared by the LSSH, STMH and FSH baselines.
+"""Sparse coding for the LSSH and STMH baselines: the lasso (FISTA) and the norm-constrained dictionary update.
 
 Module-level pure functions, so that tests can check each against its definition (the lasso
 solver against its optimality conditions, the dictionary update against the constraint, ...).
@@ -6,91 +6,9 @@ solver against its optimality conditions, the dictionary update against the cons
 
 from __future__ import annotations
 
-import numbers
-import warnings
-
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 
-__all__ = [
-    "check_int",
-    "check_real",
-    "l2_normalize_rows",
-    "lasso_fista",
-    "lasso_objective",
-    "make_rng",
-    "paired_views",
-    "project_rows_to_ball",
-    "update_dictionary_rows",
-    "warn_not_converged",
-]
-
-
-# ---------------------------------------------------------------------- parameter checks
-def check_int(value, name: str, minimum: int = 1) -> int:
-    """``value`` as an int >= ``minimum``, or a ValueError naming the hyperparameter."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_real(value, name: str, *, low: float = 0.0, low_inclusive: bool = True,
-               high: float | None = None, high_inclusive: bool = True) -> float:
-    """``value`` as a finite float in the given interval, or a ValueError naming it."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if ok:
-        value = float(value)
-        ok = value >= low if low_inclusive else value > low
-        if ok and high is not None:
-            ok = value <= high if high_inclusive else value < high
-    if not ok:
-        lo = "[" if low_inclusive else "("
-        hi = ("]" if high_inclusive else ")") if high is not None else ")"
-        raise ValueError(
-            f"{name} must be a finite number in {lo}{low}, {'inf' if high is None else high}{hi}, "
-            f"got {value!r}"
-        )
-    return value
-
-
-def make_rng(random_state) -> np.random.Generator:
-    """A numpy Generator from ``None``, an int, a Generator or a legacy RandomState."""
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if random_state is None or isinstance(random_state, numbers.Integral):
-        return np.random.default_rng(random_state)
-    legacy = check_random_state(random_state)
-    return np.random.default_rng(legacy.randint(np.iinfo(np.int32).max))
-
-
-def paired_views(data, method: str, min_paired: int, why: str) -> tuple[np.ndarray, np.ndarray]:
-    """The image and text rows of the paired objects of ``data`` (the fully paired methods train
-    on these only), after checking there are at least ``min_paired`` of them."""
-    paired = data.paired_mask
-    n = int(paired.sum())
-    if n < min_paired:
-        raise ValueError(
-            f"{method} trains on paired objects only and needs at least {min_paired} of them "
-            f"({why}); the training data hold {n}"
-        )
-    return data.image[paired], data.text[paired]
-
-
-def warn_not_converged(method: str, max_iter: int, detail: str = "") -> None:
-    warnings.warn(
-        f"{method} did not converge within max_iter={max_iter} iterations{detail}; "
-        "increase max_iter or tol",
-        ConvergenceWarning,
-        stacklevel=3,
-    )
-
-
-# ---------------------------------------------------------------------- preprocessing
-def l2_normalize_rows(X: np.ndarray, eps: float = 1e-12) -> np.ndarray:
-    """Each row divided by its Euclidean norm (rows of norm < ``eps`` are left unchanged)."""
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms < eps, 1.0, norms)
+__all__ = ["lasso_fista", "lasso_objective", "project_rows_to_ball", "update_dictionary_rows"]
 
 
 # ---------------------------------------------------------------------- sparse coding

@@ -1,4 +1,4 @@
-"""Data-preparation commands: ``dmh featurize`` and ``dmh datasets``.
+"""Data commands: ``dmh info``, ``dmh featurize`` and ``dmh datasets``.
 
 Each is a plain :class:`click.Command` that ``dmh.cli`` registers; they only parse options, call
 :mod:`dmh.featurize` / :mod:`dmh.datasets.benchmarks` and print. Importing this module imports
@@ -12,7 +12,16 @@ from pathlib import Path
 
 import click
 
-__all__ = ["datasets", "featurize"]
+__all__ = ["datasets", "featurize", "info"]
+
+
+@click.command()
+@click.argument("data")
+def info(data):
+    """Describe a data file or built-in dataset."""
+    from ..datasets import load_dataset
+
+    click.echo(load_dataset(data).summary())
 
 
 def _echo_warnings(caught) -> None:
@@ -87,7 +96,7 @@ def featurize(
     words or 384-d MiniLM embeddings. Any id may lack its image or its text. Unreadable images are
     reported and skipped. Nothing is downloaded.
     """
-    from . import featurize as fz
+    from .. import featurize as fz
 
     if images is None and texts is None:
         raise click.UsageError("give --images, --texts, or both")
@@ -131,8 +140,8 @@ def datasets(spec, image):
     With NAME:FOLDER (e.g. mirflickr25k:/data/mir) the folder is loaded and summarised, or the
     missing file is named with the keys and shapes it should hold.
     """
-    from .datasets import BUILTIN
-    from .datasets import benchmarks as bm
+    from ..datasets import BUILTIN
+    from ..datasets import benchmarks as bm
 
     if spec is None:
         for name, text in BUILTIN.items():

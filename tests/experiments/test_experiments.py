@@ -22,9 +22,9 @@ from dmh.experiments import (
 from dmh.experiments.runner import _load_datasets
 from dmh.methods import method_names
 
-from .conftest import SHARED_DATA, WIKI, requires_file
+from ..conftest import SHARED_DATA, WIKI, requires_file
 
-PAPER_TEX = Path(__file__).resolve().parents[1] / ".." / "shared" / "paper" / "dmh-paper.tex"
+PAPER_TEX = Path(__file__).resolve().parents[2] / ".." / "shared" / "paper" / "dmh-paper.tex"
 EXPECTED = {"table1", "fig2", "fig3", "fig4", "table7", "table8", "fig5", "fig6"}
 TABLES = {"table1": "tab1", "table7": "tab7", "table8": "tab8"}
 quiet = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -61,7 +61,7 @@ def test_config_parses_and_is_valid(name):
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_every_row_we_run_has_the_papers_numbers(name):
     cfg = resolve_config(load_config(name))
-    from dmh.experiments.runner import _labels
+    from dmh.experiments.outputs import _labels
 
     shown = set(_labels(cfg).values())
     for task, rows in cfg["paper"]["rows"].items():

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import click
 
+from ._options import float_list, int_list
+
 __all__ = ["reproduce"]
 
 
 def _names() -> str:
-    from .experiments import config_names
+    from ..experiments import config_names
 
     return ", ".join(config_names())
 
@@ -64,11 +66,10 @@ report.md (our numbers beside the paper's) and PNG plots."""
 def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, quick, no_plots, list_only):
     from pathlib import Path
 
-    from .cli import _float_list, _int_list
-    from .experiments import load_config, run_experiment
+    from ..experiments import load_config, run_experiment
 
     if list_only:
-        from .experiments import config_names
+        from ..experiments import config_names
 
         for n in config_names():
             click.echo(f"{n}: {load_config(n)['title']}")
@@ -79,9 +80,9 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, qui
     if out_dir is None:
         out_dir = Path("results") / (config["name"] + ("-quick" if quick else ""))
     ds = None if datasets is None else [d.strip() for d in datasets.split(",") if d.strip()]
-    seed_list = None if seeds is None else _int_list(seeds, "--seeds")
-    bit_list = None if bits is None else _int_list(bits, "--bits")
-    ratio_list = None if ratios is None else _float_list(ratios, "--ratios")
+    seed_list = None if seeds is None else int_list(seeds, "--seeds")
+    bit_list = None if bits is None else int_list(bits, "--bits")
+    ratio_list = None if ratios is None else float_list(ratios, "--ratios")
     result = run_experiment(
         config,
         out_dir=out_dir,

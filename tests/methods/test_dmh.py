@@ -4,7 +4,7 @@ import pytest
 from dmh import DMH, CrossModalData, load_model, make_semi_paired, mean_average_precision
 from dmh.evaluation import evaluate_model
 
-from .conftest import WIKI, requires_file
+from ..conftest import WIKI, requires_file
 
 TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30)
 

@@ -1,29 +1,13 @@
-"""Numerical helpers shared by the CVH, IMH and CMFH baselines (module-level so that tests can
-check them against naive references)."""
+"""Graph and eigenvector functions of the spectral baselines (CVH, IMH): k-NN heat-kernel affinity,
+Laplacian, eigenvector sign fixing. Module-level so that tests can check them against naive references."""
 
 from __future__ import annotations
-
-import numbers
 
 import numpy as np
 from scipy import sparse
 from sklearn.neighbors import NearestNeighbors
 
-__all__ = [
-    "centre",
-    "check_positive",
-    "check_nonnegative",
-    "check_int",
-    "fix_column_signs",
-    "knn_heat_affinity",
-    "laplacian",
-]
-
-
-def centre(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(X - mean, mean)`` with the column means of ``X`` (the fit-time mean kept for encoding)."""
-    mean = X.mean(axis=0)
-    return X - mean, mean
+__all__ = ["fix_column_signs", "knn_heat_affinity", "laplacian"]
 
 
 def fix_column_signs(A: np.ndarray, *others: np.ndarray):
@@ -80,42 +64,3 @@ def laplacian(A: sparse.spmatrix) -> sparse.csr_matrix:
     """Unnormalised graph Laplacian ``D - A``."""
     deg = np.asarray(A.sum(axis=1)).ravel()
     return (sparse.diags(deg) - A).tocsr()
-
-
-# ---------------------------------------------------------------------- hyperparameter checks
-def check_positive(value, name: str, owner: str) -> float:
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not value > 0:
-        raise ValueError(f"{owner}: {name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def check_nonnegative(value, name: str, owner: str) -> float:
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not value >= 0:
-        raise ValueError(f"{owner}: {name} must be a non-negative number, got {value!r}")
-    return float(value)
-
-
-def check_int(value, name: str, owner: str, minimum: int = 1) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-class LinearHashMixin:
-    """For methods whose hash functions are ``sign((x - mean_v) @ P_v)``: projection, and the
-    saved state of ``projections_`` and ``means_`` (subclasses add their own arrays)."""
-
-    def _project(self, X, modality):
-        return (X - self.means_[modality]) @ self.projections_[modality]
-
-    def _linear_state(self) -> dict:
-        return {
-            "image_projection": self.projections_["image"],
-            "text_projection": self.projections_["text"],
-            "image_mean": self.means_["image"],
-            "text_mean": self.means_["text"],
-        }
-
-    def _set_linear_state(self, state) -> None:
-        self.projections_ = {m: np.asarray(state[f"{m}_projection"]) for m in ("image", "text")}
-        self.means_ = {m: np.asarray(state[f"{m}_mean"]) for m in ("image", "text")}

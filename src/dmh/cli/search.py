@@ -25,7 +25,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._atomic import atomic_write_text
+from .._atomic import atomic_write_text
 
 __all__ = ["encode", "index", "search"]
 
@@ -47,8 +47,8 @@ def _user_errors():
 
 def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.ndarray, int]:
     """Encode one modality of some rows of a data file; returns (codes, row ids, rows skipped)."""
-    from .base import load_model
-    from .datasets import load_dataset
+    from ..base import load_model
+    from ..datasets import load_dataset
 
     model = load_model(model_path)
     data = load_dataset(data_ref)
@@ -90,7 +90,7 @@ def encode(model, data, modality, rows, out):
     Objects that lack the modality are skipped; the ``ids`` of the code file say which rows were
     encoded.
     """
-    from .index import save_codes
+    from ..index import save_codes
 
     with _user_errors():
         codes, ids, skipped = _encode_rows(model, data, modality, rows)
@@ -113,7 +113,7 @@ def encode(model, data, modality, rows, out):
 )
 def index(codes, out, backend):
     """Build a Hamming index from a code file (n_bits must be a multiple of 8)."""
-    from .index import HammingIndex, load_codes
+    from ..index import HammingIndex, load_codes
 
     with _user_errors():
         arr, ids = load_codes(codes)
@@ -165,7 +165,7 @@ def index(codes, out, backend):
 )
 def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend):
     """Search INDEX with query codes (--codes) or objects encoded on the fly (--model/--data)."""
-    from .index import HammingIndex, load_codes
+    from ..index import HammingIndex, load_codes
 
     if (k is None) == (radius is None):
         raise click.UsageError("give exactly one of --k and --radius")
