@@ -1,6 +1,7 @@
 """Registry of hashing methods by name (DMH, the baselines and the peers of :mod:`dmh.peers`). Entries
 are import strings, resolved only when a method is asked for, so that importing :mod:`dmh` never pulls
-in PyTorch (only DMH and the deep peers need it) and the registry imports no method module: :mod:`dmh.base` uses it to load any saved model."""
+in PyTorch (only DMH and the deep peers need it) and the registry imports no method module:
+:mod:`dmh.base` uses it to load any saved model."""
 
 from __future__ import annotations
 
