@@ -5,6 +5,9 @@ files written by ``dmh evaluate`` (one per dataset).
         --bits 16,64 --paired-ratio 1.0 --seeds 0 --out RUN.json
     python benchmarks/peers_table.py RUN.json [RUN2.json ...]
 
+Runs on the same dataset (the name before the colon of their ``dataset`` field) are merged into one
+table, so the methods of one dataset may come from several ``dmh evaluate`` calls.
+
 Every number is read from the records; the "best baseline" of a column is the baseline with the
 highest MAP in that column (named beside it). The last lines say, per dataset and column, whether
 the order UCCH > JDSH > DGCPN > DJSRH published by UCCH's authors holds.
@@ -23,12 +26,16 @@ PUBLISHED_ORDER = ("ucch", "jdsh", "dgcpn", "djsrh")
 TASKS = (("image->text", "I→T"), ("text->image", "T→I"))
 
 
-def table(path: Path) -> list[str]:
-    run = json.loads(path.read_text())
-    name = run.get("dataset") if isinstance(run.get("dataset"), str) else path.stem
+def dataset_name(run: dict, path: Path) -> str:
+    return run["dataset"].split(":")[0] if isinstance(run.get("dataset"), str) else path.stem
+
+
+def table(name: str, runs: list[dict]) -> list[str]:
+    """The table of one dataset from the records of one or more runs on it."""
     maps = defaultdict(list)
     fit = defaultdict(list)
-    for r in run["results"]:
+    prior = runs[0].get("label_prior_map", float("nan"))
+    for r in (r for run in runs for r in run["results"]):
         if r["paired_ratio"] != 1.0:
             continue
         maps[(r["method"], r["n_bits"], r["task"])].append(r["map"])
@@ -41,7 +48,7 @@ def table(path: Path) -> list[str]:
         return None if not v else sum(v) / len(v)
 
     header = "| method | " + " | ".join(f"{short} {b}" for b, _, short in cols) + " | fit s (mean) |"
-    lines = [f"**{name}** (fully paired; label prior MAP {run.get('label_prior_map', float('nan')):.3f})",
+    lines = [f"**{name}** (fully paired; label prior MAP {prior:.3f})",
              "", header, "|" + "---|" * (len(cols) + 2)]
     for m in (*PEERS, "dmh"):
         vals = [cell(m, b, t) for b, t, _ in cols]
@@ -73,9 +80,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    out = []
+    by_data = defaultdict(list)
     for path in args.runs:
-        out += table(path) + [""]
+        run = json.loads(path.read_text())
+        by_data[dataset_name(run, path)].append(run)
+    out = []
+    for name, runs in by_data.items():
+        out += table(name, runs) + [""]
     print("\n".join(out))
     return 0
 
