@@ -18,6 +18,8 @@ METHODS: dict[str, tuple[str, str]] = {
     "lssh": ("dmh.baselines.lssh", "LSSH"),
     "stmh": ("dmh.baselines.stmh", "STMH"),
     "fsh": ("dmh.baselines.fsh", "FSH"),
+    "cca-itq": ("dmh.peers.cca_itq", "CCAITQ"),
+    "spdh": ("dmh.peers.spdh", "SPDH"),
     "djsrh": ("dmh.peers.djsrh", "DJSRH"),
     "jdsh": ("dmh.peers.jdsh", "JDSH"),
     "dgcpn": ("dmh.peers.dgcpn", "DGCPN"),

@@ -4,7 +4,8 @@
 Errors in the user's input are reported in one line naming the problem (exit code 2), never as a
 traceback. One module per group of commands: :mod:`.evaluate` (demo, evaluate), :mod:`.models`
 (fit), :mod:`.data` (info, featurize, datasets), :mod:`.search` (encode, index, search),
-:mod:`.experiments` (reproduce); :mod:`._options` parses what they share.
+:mod:`.experiments` (reproduce), :mod:`.collection` (build, add, serve, and search on a collection
+folder); :mod:`._options` parses what they share.
 """
 
 from __future__ import annotations
@@ -14,22 +15,36 @@ import sys
 import click
 
 from ._options import USER_ERRORS
+from .collection import add, build, search, serve
 from .data import datasets, featurize, info
 from .evaluate import demo, evaluate
 from .experiments import reproduce
 from .models import fit
-from .search import encode, index, search
+from .search import encode, index
 
 __all__ = ["cli", "main"]
 
 
+def _set_threads(ctx, param, value):
+    if value is not None:
+        if value < 1:
+            raise click.BadParameter(f"must be a positive integer, got {value}")
+        from .._threads import set_threads
+
+        set_threads(value)
+    return value
+
+
 @click.group(help=__doc__.split("\n\n")[0])
 @click.version_option(package_name="dmh")
+@click.option("--threads", type=int, default=None, expose_value=False, callback=_set_threads,
+              help="threads for torch, BLAS/OpenMP and faiss (default: $DMH_THREADS, else $OMP_NUM_THREADS, "
+                   "else the physical cores available)")
 def cli():
     pass
 
 
-for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce):
+for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, serve):
     cli.add_command(_command)
 
 

@@ -35,6 +35,12 @@ def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
     model = klass(n_bits=bits, random_state=seed, verbose=True, **mparams) if "verbose" in klass().get_params() \
         else klass(n_bits=bits, random_state=seed, **mparams)
     model.fit(train)
+    from pathlib import Path
+
+    from ..featurizer_spec import read_featurizer_spec
+
+    if Path(data).is_file():  # remember how the features were made (dmh featurize), if known
+        model.featurizer_ = read_featurizer_spec(data)
     model.save(out)
     click.echo(f"Saved {type(model).__name__} ({bits} bits) to {out}")
 
