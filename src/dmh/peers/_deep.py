@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..errors import ParameterError
+
 __all__ = [
     "HashMLP",
     "resolve_device",
@@ -43,7 +45,7 @@ __all__ = [
 def check_int(owner, name: str, minimum: int = 1) -> int:
     value = getattr(owner, name)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(
+        raise ParameterError(
             f"{type(owner).__name__}: {name} must be an integer >= {minimum}, got {value!r}"
         )
     return int(value)
@@ -60,7 +62,7 @@ def check_float(owner, name: str, low: float = 0.0, high: float = math.inf, *,
     if not ok:
         lo = "(" if low_open else "["
         hi = ")" if high_open else "]"
-        raise ValueError(
+        raise ParameterError(
             f"{type(owner).__name__}: {name} must be a finite number in {lo}{low}, {high}{hi}, "
             f"got {getattr(owner, name)!r}"
         )
@@ -75,7 +77,7 @@ def check_hidden(owner, name: str) -> tuple[int, ...]:
         sizes = None
     if sizes is None or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1
                             for s in sizes):
-        raise ValueError(
+        raise ParameterError(
             f"{type(owner).__name__}: {name} must be a sequence of positive layer widths "
             f"(empty for a linear hash layer), got {value!r}"
         )
@@ -85,7 +87,7 @@ def check_hidden(owner, name: str) -> tuple[int, ...]:
 def check_device(owner) -> str:
     device = owner.device
     if device not in ("cpu", "cuda", "auto"):
-        raise ValueError(
+        raise ParameterError(
             f"{type(owner).__name__}: device must be 'cpu', 'cuda' or 'auto', got {device!r}"
         )
     return device
@@ -96,7 +98,7 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was asked for but torch finds no CUDA device; use 'cpu' or 'auto'")
+        raise ParameterError("device='cuda' was asked for but torch finds no CUDA device; use 'cpu' or 'auto'")
     return torch.device(device)
 
 

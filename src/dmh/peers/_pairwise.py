@@ -34,7 +34,7 @@ class PairwiseDeepPeer(BaseHasher):
 
     # ------------------------------------------------------------------ to override
     def _check_method_params(self) -> None:
-        """Validate the method's own hyperparameters (raise ValueError)."""
+        """Validate the method's own hyperparameters (raise ParameterError)."""
 
     def _setup(self, Fi: np.ndarray, Ft: np.ndarray, rng: np.random.Generator) -> None:
         """Once per fit, with the raw paired features (e.g. a graph over all training objects)."""

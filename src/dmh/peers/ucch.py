@@ -37,6 +37,7 @@ import numpy as np
 
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 
 __all__ = ["UCCH", "crl_loss"]
 
@@ -193,7 +194,7 @@ class UCCH(BaseHasher):
         except (TypeError, ValueError):
             milestones = None
         if milestones is None or any(e < 1 for e in milestones):
-            raise ValueError(f"UCCH: lr_milestones must be positive epoch numbers, got {self.lr_milestones!r}")
+            raise ParameterError(f"UCCH: lr_milestones must be positive epoch numbers, got {self.lr_milestones!r}")
         p["lr_milestones"] = milestones
         return p
 
