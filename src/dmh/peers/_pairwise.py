@@ -30,6 +30,7 @@ class PairwiseDeepPeer(BaseHasher):
     """
 
     uses_unpaired = False
+    uses_torch = True
     min_paired = 2
 
     # ------------------------------------------------------------------ to override

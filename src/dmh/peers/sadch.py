@@ -138,6 +138,7 @@ class SADCH(BaseHasher):
 
     method_name = "sadch"
     uses_unpaired = True
+    uses_torch = True
     min_paired = 2
 
     def __init__(self, n_bits=64, *, n_neighbours=10, gamma=200.0, n_query=2000, outer_iter=10, inner_epochs=3,

@@ -144,6 +144,7 @@ class UCCH(BaseHasher):
 
     method_name = "ucch"
     uses_unpaired = False
+    uses_torch = True
     min_paired = 2
 
     def __init__(self, n_bits=64, *, alpha=0.9, n_negatives=4096, temperature=0.9, memory_momentum=0.4,
