@@ -113,6 +113,9 @@ def read_captions(path) -> list[tuple[str | None, str | None, int]]:
         raw = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CollectionError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if "\x00" in raw:
+        line = raw[: raw.index("\x00")].count("\n") + 1
+        raise CollectionError(f"{path}, line {line}: holds a NUL byte (is it a text file?)")
     delimiter = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
     reader = csv.DictReader(io.StringIO(raw, newline=""), delimiter=delimiter)
     columns = [c.strip() for c in (reader.fieldnames or [])]
@@ -140,6 +143,9 @@ def read_captions(path) -> list[tuple[str | None, str | None, int]]:
                 seen[image] = line
             rows.append((image, caption, line))
     except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise CollectionError(f"{path}, line {reader.line_num + 1}: a field is longer than "
+                                  f"{csv.field_size_limit():,} characters (is it a captions file?)") from None
         raise CollectionError(f"{path}, line {reader.line_num}: {exc}") from None
     return rows
 
@@ -372,6 +378,13 @@ def build_collection(
         items, _ = _scan(photos, captions)
         if not items:
             raise CollectionError("found no items: the photos folder has no images and the captions file no rows")
+        n_pair = sum(1 for it in items if it["image"] and it["caption"])
+        if n_pair < 2:
+            raise CollectionError(
+                "a collection needs photos and captions with at least 2 captioned photos to learn from; "
+                f"found {sum(1 for it in items if it['image'])} photos, "
+                f"{sum(1 for it in items if it['caption'])} captions, {n_pair} pairs"
+            )
         for i, it in enumerate(items):
             it["id"] = i
         _write_manifest(P.manifest, items)
@@ -467,7 +480,10 @@ def _check_output_folder(out: Path) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise OutputError(out, f"{parent} is a file, not a folder (-o)")
-    check_writable(parent / ".dmh-collection-probe", "-o")
+    try:
+        check_writable(parent / ".dmh-collection-probe", "-o")
+    except OutputError as exc:
+        raise OutputError(out, exc.problem) from None
 
 
 def _write_manifest(path: Path, items: list[dict]) -> None:
