@@ -635,6 +635,8 @@ def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16,
         np.concatenate([data.text_mask[keep_old], text_mask]),
     )
     _write_codes(P, model, image, text, image_mask, text_mask, ids, old)
+    for it in new:  # a thumbnail under a new id is one an interrupted add left: of another photo
+        (P.thumbs / f"{it['id']}.jpg").unlink(missing_ok=True)
     _make_thumbnails(P.thumbs, new, progress=progress)
     _write_manifest(P.manifest, items + new)
     keep = image_mask | text_mask
