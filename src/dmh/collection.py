@@ -438,6 +438,8 @@ def build_collection(
             raise CollectionError(
                 f"a collection needs photos and captions with at least 2 captioned photos to learn from; "
                 f"found {int(data.image_mask.sum())} photos, {int(data.text_mask.sum())} captions, {n_pair} pairs"
+                + (f" once {n_bad} unreadable photo(s) were skipped" if (n_bad := sum(1 for it in items
+                                                                                      if it.get("error"))) else "")
             )
         if data.n_objects > fit_max:
             rng = np.random.default_rng(seed)

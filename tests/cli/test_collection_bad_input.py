@@ -6,6 +6,7 @@ collection that searches wrong. The full list of hostile inputs is ``benchmarks/
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 
@@ -112,6 +113,20 @@ def test_build_checks_its_output_before_any_work(shapes_collection, tmp_path, ca
                           ("/proc/dmh-col", "cannot write /proc/dmh-col")]:
         assert main(["build", str(photos), str(captions), "-o", str(out), *SMALL]) == 2
         assert expected in _error(capsys)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes read-only folders")
+def test_add_refuses_a_read_only_collection_before_any_work(shapes_collection, tmp_path, capsys):
+    col_path = tmp_path / "col"
+    shutil.copytree(shapes_collection, col_path)
+    before = (col_path / "manifest.json").read_bytes()
+    os.chmod(col_path, 0o555)
+    try:
+        assert main(["add", str(col_path), str(shapes_collection.parent / "captions.csv"), "--no-progress"]) == 2
+        assert "cannot write" in _error(capsys)
+    finally:
+        os.chmod(col_path, 0o755)
+    assert (col_path / "manifest.json").read_bytes() == before
 
 
 def test_serve_refuses_a_port_in_use(shapes_collection, capsys):
