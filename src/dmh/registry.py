@@ -1,6 +1,7 @@
-"""Registry of hashing methods by name (DMH, the baselines and the peers). Entries are import strings, resolved
-only when a method is asked for, so that importing :mod:`dmh` never pulls in PyTorch (only DMH needs
-it) and the registry imports no method module: :mod:`dmh.base` uses it to load any saved model."""
+"""Registry of hashing methods by name (DMH, the baselines and the peers of :mod:`dmh.peers`). Entries
+are import strings, resolved only when a method is asked for, so that importing :mod:`dmh` never pulls
+in PyTorch (only DMH and the deep peers need it) and the registry imports no method module:
+:mod:`dmh.base` uses it to load any saved model."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ METHODS: dict[str, tuple[str, str]] = {
     "fsh": ("dmh.baselines.fsh", "FSH"),
     "cca-itq": ("dmh.peers.cca_itq", "CCAITQ"),
     "spdh": ("dmh.peers.spdh", "SPDH"),
+    "djsrh": ("dmh.peers.djsrh", "DJSRH"),
+    "jdsh": ("dmh.peers.jdsh", "JDSH"),
+    "dgcpn": ("dmh.peers.dgcpn", "DGCPN"),
+    "ucch": ("dmh.peers.ucch", "UCCH"),
+    "sadch": ("dmh.peers.sadch", "SADCH"),
 }
 
 
