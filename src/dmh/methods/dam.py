@@ -82,17 +82,20 @@ def make_net(modality: str, in_features: int, n_bits: int, hidden) -> HashNet:
 
 def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: float, batch_size: int,
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
-              progress=None) -> tuple[list, torch.optim.Optimizer]:
-    """Fit Eq. 12 for one network by mini-batch Adam; returns the mean loss of each epoch."""
-    Xt = torch.as_tensor(X, dtype=torch.float32)
-    Ht = torch.as_tensor(H, dtype=torch.float32)
+              progress=None, device: str = "cpu") -> tuple[list, torch.optim.Optimizer]:
+    """Fit Eq. 12 for one network by mini-batch Adam; returns the mean loss of each epoch.
+
+    ``net`` must already be on ``device``; the data are moved there, the batch order is drawn by
+    ``generator`` on the CPU (so it does not depend on the device)."""
+    Xt = torch.as_tensor(X, dtype=torch.float32).to(device)
+    Ht = torch.as_tensor(H, dtype=torch.float32).to(device)
     opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr)
     net.train()
     history = []
     n = Xt.shape[0]
     for _ in range(epochs):
-        perm = torch.randperm(n, generator=generator)
-        total = 0.0
+        perm = torch.randperm(n, generator=generator).to(device)
+        total = torch.zeros((), dtype=torch.float64, device=device)  # no host sync per batch
         for s in range(0, n, batch_size):
             idx = perm[s : s + batch_size]
             out = net(Xt[idx])
@@ -100,19 +103,24 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss.detach()) * idx.numel()
+            total += loss.detach().double() * idx.numel()
             if progress is not None:
                 progress(idx.numel())
-        history.append(total / n)
+        history.append(float(total) / n)
     return history, opt
 
 
 @torch.no_grad()
-def net_outputs(net: HashNet, X: np.ndarray, batch_size: int = 2048, features: bool = False) -> np.ndarray:
+def net_outputs(net: HashNet, X: np.ndarray, batch_size: int = 2048, features: bool = False,
+                device: str | None = None) -> np.ndarray:
+    """Outputs (or hidden features) of ``net`` for the rows of ``X``, as float32 numpy; computed on
+    ``device`` (default: where the network's parameters are)."""
     net.eval()
+    if device is None:
+        device = next(net.parameters()).device
     Xt = torch.as_tensor(X, dtype=torch.float32)
     outs = []
     for s in range(0, Xt.shape[0], batch_size):
-        xb = Xt[s : s + batch_size]
-        outs.append(net.features(xb) if features else net(xb))
+        xb = Xt[s : s + batch_size].to(device)
+        outs.append((net.features(xb) if features else net(xb)).cpu())
     return torch.cat(outs).numpy()
