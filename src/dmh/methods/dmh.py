@@ -43,7 +43,12 @@ class DMH(BaseHasher):
     batch_size : int [128]
         Mini-batch size of DAM.
     dam_epochs : int
-        Passes over the data per network and round (the paper gives no number).
+        Passes over the data per network and round (the paper gives no number); the most passes
+        when ``dam_tol`` is set.
+    dam_tol : float or None
+        None: always ``dam_epochs`` passes. A number: keep 10% of each network's training objects
+        out of its training and stop after the first pass that lowers their loss (Eq. 12, against
+        the codes, so no labels) by less than ``dam_tol`` relative.
     complement : {"lle", "zero"}
         Complement missing descriptions by Eq. 5 (DMH) or with zeros (DMH-ZERO ablation).
     binary_embedding : {"gbe", "pca"}
@@ -84,8 +89,8 @@ class DMH(BaseHasher):
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity="clip",
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
-                 neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, verbose=False,
-                 gbe_solver="auto", device="auto"):
+                 neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, verbose=False,
+                 gbe_solver="auto", device="auto", dam_tol=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -118,6 +123,7 @@ class DMH(BaseHasher):
         self.verbose = verbose
         self.gbe_solver = gbe_solver
         self.device = device
+        self.dam_tol = dam_tol
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
@@ -143,6 +149,8 @@ class DMH(BaseHasher):
         epochs = self.dam_epochs
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
             raise ValueError(f"dam_epochs must be a non-negative integer, got {self.dam_epochs!r}")
+        if self.dam_tol is not None and (not np.isfinite(self.dam_tol) or self.dam_tol < 0):
+            raise ValueError(f"dam_tol must be None or a finite non-negative number, got {self.dam_tol!r}")
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
             if not np.isfinite(getattr(self, name)) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be a finite non-negative number, got {getattr(self, name)!r}")
@@ -238,16 +246,19 @@ class DMH(BaseHasher):
             t0 = time.perf_counter()
             for m, mask in zip(modalities, masks, strict=True):
                 t1 = time.perf_counter()
+                held_out = []
                 losses, opts[m] = dam.train_net(
                     nets[m], X[m][mask], H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
+                    tol=self.dam_tol, val_history=held_out,
                 )
                 history[f"dam_{m}"].append(losses)
+                history.setdefault(f"dam_{m}_heldout", []).append(held_out)
                 t[f"dam_{m}"] = time.perf_counter() - t1
             t1 = time.perf_counter()
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
-                    Z = np.zeros((mask.size, self.hidden_size))
+                    Z = np.zeros((mask.size, self.hidden_size), dtype=np.float32)  # exact: outputs are float32
                     Z[mask] = dam.net_outputs(nets[m], X[m][mask], features=True)
                     Zs[i] = Z
             t["refresh"] = time.perf_counter() - t1

@@ -240,49 +240,64 @@ class SampledSimilarity:
             )
         return G
 
-    def pairs(self, rows: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-        """``S^Y`` of the pairs ``(rows[i], J[i, s])`` (diagonal pairs give 0)."""
-        G = self._f(torch.einsum("id,isd->is", self.Y[rows], self.Y[J]))
-        return G.masked_fill_(J == rows[:, None], 0.0) / self.total
+    def block(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """``S^Y`` of every pair ``(rows[i], cols[j])`` (pairs of an object with itself give 0)."""
+        G = self._f(self.Y[rows] @ self.Y[cols].T)
+        return G.masked_fill_(cols[None, :] == rows[:, None], 0.0).div_(self.total)
+
+
+def draw_columns(n: int, n_samples: int, chunk_size: int, generator: torch.Generator) -> torch.Tensor:
+    """Uniform draws for :func:`gbe_loss_and_grad_sampled`: ``n_samples`` objects for each block
+    of ``chunk_size`` rows (shared by the rows of a block, so each block is two matrix products)."""
+    return torch.randint(n, (-(-n // chunk_size), n_samples), generator=generator)
 
 
 def gbe_loss_and_grad_sampled(H: torch.Tensor, S: SampledSimilarity, J: torch.Tensor, gamma: float,
-                              quantization: str = "mean", chunk_size: int = 4096,
+                              quantization: str = "mean", chunk_size: int = 1024,
                               with_loss: bool = True) -> tuple[float, torch.Tensor]:
-    """Unbiased estimate of the loss terms and gradient of :func:`gbe_loss_and_grad` in O(n (k + m) c).
+    """Unbiased estimates of the sums in :func:`gbe_loss_and_grad`, in O(n (k + m) (c + d)) per step.
 
     Each object's sum over ``j`` is split into its ``k`` neighbours of ``S^Y`` (summed exactly)
-    and all other objects, estimated from the ``m`` uniformly drawn objects ``J[i]`` (n x m;
-    draws that hit ``i`` or one of its neighbours count zero, the others ``(n - 1) / m``): the
-    attraction ``sum_j P_ij K_ij (h_i - h_j)``, the repulsion ``sum_j K_ij^2 (h_i - h_j)``, the
-    normaliser ``Z`` and ``sum P log K`` alike. Negative sampling as in LargeVis and UMAP, but
-    keeping the t-SNE-style normalised objective so the exact and the approximate solver
-    minimise the same loss."""
+    and all other objects, estimated from ``m`` uniform draws (``J``, one row of ``m`` objects
+    per block of ``chunk_size`` rows, see :func:`draw_columns`; draws that hit the object itself
+    or one of its neighbours count zero, the others ``(n - 1) / m``): the attraction
+    ``sum_j P_ij K_ij (h_i - h_j)``, the repulsion ``sum_j K_ij^2 (h_i - h_j)``, the normaliser
+    ``Z`` and ``sum P log K`` alike. This is negative sampling as in LargeVis and UMAP, but the
+    normalised t-SNE-style objective is kept, so both solvers minimise the same loss."""
     n, m = H.shape[0], J.shape[1]
     nb, pnb = S.nbrs, S.p_nbrs
+    sq = (H * H).sum(1)
     Zq = 0.0
     cross = 0.0
     g_att = torch.empty_like(H)
     g_rep = torch.empty_like(H)
     scale = (n - 1) / m
-    for s in range(0, n, chunk_size):
+    for b, s in enumerate(range(0, n, chunk_size)):
         e = min(s + chunk_size, n)
         rows = torch.arange(s, e, device=H.device)
-        Hi = H[s:e, None, :]
-        Jc, nbc = J[s:e], nb[s:e]
-        w = ((Jc != rows[:, None]) & ~(Jc[:, :, None] == nbc[:, None, :]).any(-1)).to(H.dtype) * scale
-        dn = Hi - H[nbc]  # (b, k, c)
+        cols = J[b]
+        Hi = H[s:e]
+        # neighbours: gathered, exact
+        dn = Hi[:, None, :] - H[nb[s:e]]  # (b, k, c)
         Kn = (dn * dn).sum(-1).mul_(0.25).add_(1.0).reciprocal_()
-        ds = Hi - H[Jc]  # (b, m, c)
-        Ks = (ds * ds).sum(-1).mul_(0.25).add_(1.0).reciprocal_()
-        Ps = S.pairs(rows, Jc)
-        wK = w * Ks
+        # drawn objects: one block of pairs, by matrix products
+        Hc = H[cols]
+        Ks = torch.addmm(sq[cols][None, :], Hi, Hc.T, beta=1.0, alpha=-2.0)
+        Ks.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25).add_(1.0).reciprocal_()
+        hit = (nb[s:e][:, :, None] == cols[None, None, :]).any(1) | (cols[None, :] == rows[:, None])
+        w = (~hit).to(H.dtype).mul_(scale)
+        Ps = S.block(rows, cols)
+        wK = w.mul_(Ks)
         Zq += float(Kn.sum(dtype=torch.float64)) + float(wK.sum(dtype=torch.float64))
         if with_loss:
             cross += float((pnb[s:e] * torch.log(Kn)).sum(dtype=torch.float64))
-            cross += float((w * Ps * torch.log(Ks)).sum(dtype=torch.float64))
-        g_att[s:e] = torch.einsum("bk,bkc->bc", pnb[s:e] * Kn, dn) + torch.einsum("bm,bmc->bc", wK * Ps, ds)
-        g_rep[s:e] = torch.einsum("bk,bkc->bc", Kn * Kn, dn) + torch.einsum("bm,bmc->bc", wK * Ks, ds)
+            cross += float((wK / Ks * Ps * torch.log(Ks)).sum(dtype=torch.float64))
+        A = Ps.mul_(wK)  # w P K over the drawn pairs
+        An = pnb[s:e] * Kn
+        g_att[s:e] = (An[:, :, None] * dn).sum(1) + A.sum(1, keepdim=True) * Hi - A @ Hc
+        R = wK.mul_(Ks)  # w K^2
+        Kn.mul_(Kn)
+        g_rep[s:e] = (Kn[:, :, None] * dn).sum(1) + R.sum(1, keepdim=True) * Hi - R @ Hc
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
     qs = _quant_scale(n, quantization)
     Rq = H - sign_pm1(H)
@@ -339,7 +354,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             check_every: int = 10,
             cache_bytes: int = 2 * 1024**3, rng: np.random.Generator | None = None,
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
-            n_samples: int = 30, device: str = "cpu", timings: dict | None = None) -> GBEResult:
+            n_samples: int = 512, device: str = "cpu", timings: dict | None = None) -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
@@ -349,7 +364,8 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
 
     ``solver="exact"`` computes the full gradient over all n^2 pairs at every step;
     ``"approx"`` uses :func:`gbe_loss_and_grad_sampled` (``n_neighbors`` exact neighbours of S^Y
-    and ``n_samples`` fresh uniform draws per object and step, O(n (k + m) c) per step; the loss
+    and ``n_samples`` fresh uniform draws per block of rows and step, O(n (k + m) (c + d)) per
+    step; the loss
     it checks is estimated on one fixed set of draws, so successive values are comparable);
     ``"auto"`` picks ``"approx"`` from :data:`APPROX_MIN_N` objects on. ``device`` is where the
     tensors live (``"cpu"`` or ``"cuda"``); the draws come from a CPU generator seeded by ``rng``,
@@ -372,7 +388,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     if solver == "approx":
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         n, m = H.shape[0], int(n_samples)
-        J_eval = torch.randint(n, (n, m), generator=gen).to(device)
+        J_eval = draw_columns(n, m, chunk_size, gen).to(device)
     if timings is not None:
         timings["setup"] = timings.get("setup", 0.0) + time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -387,9 +403,10 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
                 loss, grad = gbe_loss_and_grad(H.detach(), S, gamma, quantization, chunk_size, with_loss=check)
             else:
                 if check:
-                    loss, _ = gbe_loss_and_grad_sampled(H.detach(), S, J_eval, gamma, quantization)
-                J = torch.randint(n, (n, m), generator=gen).to(device)
-                _, grad = gbe_loss_and_grad_sampled(H.detach(), S, J, gamma, quantization, with_loss=False)
+                    loss, _ = gbe_loss_and_grad_sampled(H.detach(), S, J_eval, gamma, quantization, chunk_size)
+                J = draw_columns(n, m, chunk_size, gen).to(device)
+                _, grad = gbe_loss_and_grad_sampled(H.detach(), S, J, gamma, quantization, chunk_size,
+                                                    with_loss=False)
         if check:
             losses.append((it, loss))
             if callback is not None:
