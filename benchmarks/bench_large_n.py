@@ -7,7 +7,7 @@ l2 of each solution (both evaluated with the full gradient code), and MAP of the
 training objects as queries against all of them, relevant when they share a topic label).
 
 Part 2 (``--fit-n``, e.g. 100000): one full DMH fit at that size with the default
-``gbe_solver="auto"`` (approximate from 20,000 objects on), by ``bench_fit.py``; prints its
+``gbe_solver="auto"`` (approximate from 10,000 objects on), by ``bench_fit.py``; prints its
 per-stage table and peak memory.
 
     python benchmarks/bench_large_n.py [--compare-n 10000] [--fit-n 0] [--bits 64] [--device cpu]

@@ -70,7 +70,7 @@ class DMH(BaseHasher):
     gbe_solver : {"auto", "exact", "approx"}
         GBE's gradient over all n^2 pairs (``"exact"``) or its O(n k) estimate from each object's
         nearest neighbours of S^Y plus sampled pairs (``"approx"``); ``"auto"`` switches to
-        ``"approx"`` from :data:`dmh.methods.gbe.APPROX_MIN_N` (20,000) training objects on.
+        ``"approx"`` from :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on.
     device : {"auto", "cpu", "cuda"}
         Where GBE and DAM run (``"auto"``: CUDA when available). CLE and all randomness stay on the
         CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.

@@ -42,7 +42,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 SIMILARITIES = ("clip", "shift", "raw")
 #: from this many objects on, ``solver="auto"`` uses the approximate O(n k) solver (see fit_gbe)
-APPROX_MIN_N = 20_000
+APPROX_MIN_N = 10_000
 
 
 class PairSimilarity:
@@ -354,7 +354,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             check_every: int = 10,
             cache_bytes: int = 2 * 1024**3, rng: np.random.Generator | None = None,
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
-            n_samples: int = 512, device: str = "cpu", timings: dict | None = None) -> GBEResult:
+            n_samples: int = 128, device: str = "cpu", timings: dict | None = None) -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
