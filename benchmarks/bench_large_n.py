@@ -99,14 +99,13 @@ def main(argv=None):
     if args.cpu_clock:
         time.perf_counter = time.process_time
 
-    import torch
-    from threadpoolctl import threadpool_limits
+    import torch  # noqa: F401 - loaded first, so that set_threads applies to its pool too
 
+    import dmh
     from dmh.methods.dmh import resolve_device
 
     if args.threads is not None:
-        torch.set_num_threads(args.threads)
-        threadpool_limits(args.threads)
+        dmh.set_threads(args.threads)
     device = resolve_device(args.device)
     result = {}
     if args.compare_n:

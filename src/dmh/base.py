@@ -5,6 +5,13 @@ scikit-learn conventions: hyperparameters in ``__init__`` (stored unchanged), ``
 A cross-modal query is "encode one modality": ``encode(images, modality="image")`` searched against
 ``encode(texts, modality="text")``.
 
+Threads: ``fit`` and ``project``/``encode`` run inside :func:`dmh._threads.thread_limit`, one
+limit for torch, BLAS/OpenMP and faiss. A method that accepts ``n_threads`` in its ``__init__``
+(DMH does) uses that value; every other method (and ``n_threads=None``) uses the process setting
+(:func:`dmh.set_threads`, ``dmh --threads``, ``DMH_THREADS``, ``OMP_NUM_THREADS``, else the
+physical cores available). A subclass sets ``uses_torch = True`` so that torch's pools are limited
+too (torch is imported before the limit is applied).
+
 Saved models are ``.npz`` archives of plain arrays plus a JSON header (no pickle: loading an
 untrusted file cannot run code), written atomically.
 """
@@ -20,6 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
 from ._json import jsonable as _jsonable
+from ._threads import thread_limit
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
 from .registry import get_method_class
@@ -48,6 +56,14 @@ class BaseHasher(BaseEstimator):
     uses_unpaired = False
     #: fewest paired objects the method needs
     min_paired = 2
+    #: True when ``_fit`` / ``_project`` use torch (its thread pools are then limited as well)
+    uses_torch = False
+
+    # ------------------------------------------------------------------ threads
+    def _thread_limit(self):
+        """The thread limit of this estimator's work: ``self.n_threads`` when the class takes
+        that parameter (``None`` there means the process setting), else the process setting."""
+        return thread_limit(getattr(self, "n_threads", None), torch=self.uses_torch)
 
     # ------------------------------------------------------------------ fitting
     def fit(self, data: CrossModalData):
@@ -55,7 +71,8 @@ class BaseHasher(BaseEstimator):
         data = self._check_fit_data(data)
         self.n_bits_ = check_n_bits(self.n_bits)
         self.n_features_ = {"image": data.image.shape[1], "text": data.text.shape[1]}
-        self._fit(data)
+        with self._thread_limit():
+            self._fit(data)
         return self
 
     def _check_fit_data(self, data) -> CrossModalData:
@@ -110,7 +127,8 @@ class BaseHasher(BaseEstimator):
         check_is_fitted(self, "n_bits_")
         modality = check_modality(modality)
         X = check_features(X, f"{modality} features", n_cols=self.n_features_[modality])
-        return np.asarray(self._project(X, modality), dtype=np.float64)
+        with self._thread_limit():
+            return np.asarray(self._project(X, modality), dtype=np.float64)
 
     def _project(self, X: np.ndarray, modality: str) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -13,9 +13,11 @@ Results are ordered by ``(distance, id)``: **ties in Hamming distance are broken
 id**, in both backends, so the ``numpy`` and ``faiss`` backends return identical arrays.
 
 Backends: ``"numpy"`` (XOR and popcount over 64-bit words, chunked) and ``"faiss"``
-(``faiss.IndexBinaryFlat``, which returns ties in an order of its own; this class asks it for more
-candidates than ``k``, enough to hold every item at the ``k``-th distance, and re-sorts them by
-``(distance, id)``). ``"auto"`` picks faiss when it can be imported.
+(``faiss.IndexBinaryFlat``'s range search: the top-k is every code within a radius estimated per
+query from a sample of the database, sorted by ``(distance, id)``; see :mod:`dmh._topk`; several
+times faster than ``IndexBinaryFlat.search``, whose heap returns ties in an order of its own).
+``"auto"`` picks faiss when it can be imported. faiss runs with dmh's thread setting
+(:func:`dmh.set_threads`).
 
 Codes are given as ``{-1, +1}`` arrays ``(n, n_bits)`` (as returned by ``model.encode``) or already
 packed as ``uint8`` ``(n, code_size)``; :func:`pack_codes` packs ``+1`` as a set bit, bit ``j`` of a
@@ -34,8 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _topk
 from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
+from ._threads import faiss_threads
 from .hamming import check_pm1 as _check_pm1
 from .hamming import hamming_words as _hamming_words
 from .hamming import pack_codes, unpack_codes
@@ -163,9 +167,11 @@ class HammingIndex:
 
     def _faiss(self):
         if self._faiss_index is None:
-            index = _faiss().IndexBinaryFlat(self.n_bits)
+            # codes zero-padded to a size faiss has a fast kernel for: distances are unchanged
+            size = _topk.padded_size(self.code_size)
+            index = _faiss().IndexBinaryFlat(size * 8)
             if self.ntotal:
-                index.add(np.ascontiguousarray(self._codes))
+                index.add(_topk.pad_codes(self._codes, size))
             self._faiss_index = index
         return self._faiss_index
 
@@ -345,45 +351,44 @@ class HammingIndex:
 
     # faiss backend -----------------------------------------------------
     def _faiss_knn(self, queries, k):
-        """faiss top-k, made exact under the (distance, id) order: fetch ``k1 > k`` candidates; a
-        query whose ``k1``-th candidate is still at the ``k``-th distance may have more ties than
-        were fetched, and gets every code at distance <= that distance from a range search."""
+        """Exact top-k under the (distance, id) order from range searches at a radius estimated
+        per query from a sample of the database (see :mod:`dmh._topk`)."""
         index, rank, n = self._faiss(), self._id_rank(), self.ntotal
+        sample = self._sample_words()
+        padded = _topk.pad_codes(queries, index.code_size)
+        qw = _to_words(queries)
         n_q = queries.shape[0]
         out_d = np.empty((n_q, k), dtype=np.int32)
         out_p = np.empty((n_q, k), dtype=np.int64)
-        k1 = n if k == n else min(n, 2 * k + 16)
-        start, batch = 0, 64  # a small first batch learns how many candidates ties need
-        while start < n_q:
-            stop = min(start + batch, n_q)
-            q = queries[start:stop]
-            dist, pos = index.search(q, k1)
-            dist = dist.astype(np.int64)
-            kth = dist[:, k - 1]
-            exact = (k1 == n) | (dist[:, -1] > kth)
-            rows = np.arange(stop - start)
-            # exact rows: every code at the k-th distance is among the k1 candidates
-            key = dist * n + rank[pos]
-            order = np.argsort(key[exact], axis=1, kind="stable")[:, :k]
-            out_d[start:stop][exact] = np.take_along_axis(dist[exact], order, axis=1)
-            out_p[start:stop][exact] = np.take_along_axis(pos[exact], order, axis=1)
-            for t in np.unique(kth[~exact]):
-                sel = rows[~exact & (kth == t)]
-                lims, d, p = self._faiss_range(q[sel], int(t))
-                for j, r in enumerate(sel):  # already ordered by (distance, id)
-                    lo = lims[j]
-                    out_d[start + r] = d[lo : lo + k]
-                    out_p[start + r] = p[lo : lo + k]
-                # later batches: fetch as many candidates as these queries needed
-                k1 = max(k1, min(n, int(np.diff(lims).max() * 1.25) + 1))
-            start, batch = stop, 1024
+        step = max(1, _PAIR_BUDGET // sample.shape[0])
+        with faiss_threads():
+            for start in range(0, n_q, step):
+                stop = min(start + step, n_q)
+                sample_dist = _hamming_words(qw[start:stop], sample, self.n_bits)
+
+                def retry(rows, tried, sample_dist=sample_dist):
+                    return _topk.estimate_radius(sample_dist[rows], n, k, self.n_bits, factor=4.0)
+
+                out_d[start:stop], out_p[start:stop] = _topk.topk_from_ranges(
+                    self._faiss_range_raw, padded[start:stop],
+                    _topk.estimate_radius(sample_dist, n, k, self.n_bits), k, n, self.n_bits, rank, retry)
         return out_d, out_p
 
-    def _faiss_range(self, queries, radius):
-        index, rank = self._faiss(), self._id_rank()
+    def _sample_words(self) -> np.ndarray:
+        if "sample" not in self._cache:
+            self._cache["sample"] = self._words()[_topk.sample_positions(self.ntotal)]
+        return self._cache["sample"]
+
+    def _faiss_range_raw(self, padded, radius):
+        """faiss range search of already padded queries; hits unordered within a query."""
         # faiss's binary range search keeps distances < radius (strict)
-        lims, dist, pos = index.range_search(np.ascontiguousarray(queries), radius + 1)
-        lims = lims.astype(np.int64)
+        lims, dist, pos = self._faiss().range_search(padded, radius + 1)
+        return lims.astype(np.int64), dist, pos
+
+    def _faiss_range(self, queries, radius):
+        rank = self._id_rank()
+        with faiss_threads():
+            lims, dist, pos = self._faiss_range_raw(_topk.pad_codes(queries, self._faiss().code_size), radius)
         dist = dist.astype(np.int64)
         rows = np.repeat(np.arange(queries.shape[0]), np.diff(lims))
         order = np.lexsort((rank[pos], dist, rows))

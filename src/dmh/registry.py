@@ -1,4 +1,4 @@
-"""Registry of hashing methods by name (DMH and the baselines). Entries are import strings, resolved
+"""Registry of hashing methods by name (DMH, the baselines and the peers). Entries are import strings, resolved
 only when a method is asked for, so that importing :mod:`dmh` never pulls in PyTorch (only DMH needs
 it) and the registry imports no method module: :mod:`dmh.base` uses it to load any saved model."""
 
@@ -17,6 +17,8 @@ METHODS: dict[str, tuple[str, str]] = {
     "lssh": ("dmh.baselines.lssh", "LSSH"),
     "stmh": ("dmh.baselines.stmh", "STMH"),
     "fsh": ("dmh.baselines.fsh", "FSH"),
+    "cca-itq": ("dmh.peers.cca_itq", "CCAITQ"),
+    "spdh": ("dmh.peers.spdh", "SPDH"),
 }
 
 

@@ -56,6 +56,8 @@ def test_fit_then_info(tiny_file, tmp_path):
         (["evaluate", "{f}", "--paired-ratio", "0"], "paired ratio must lie"),
         (["evaluate", "{f}", "--param", "dmh.colour=3"], "unknown parameter"),
         (["evaluate", "{nolabels}"], "hold no labels"),
+        (["demo", "--rounds", "0"], "--rounds"),
+        (["--threads", "0", "info", "{f}"], "--threads"),
     ],
 )
 def test_bad_input_is_one_clear_line(args, message, tiny_file, tmp_path, capsys):

@@ -25,8 +25,21 @@ from .search import encode, index
 __all__ = ["cli", "main"]
 
 
+def _set_threads(ctx, param, value):
+    if value is not None:
+        if value < 1:
+            raise click.BadParameter(f"must be a positive integer, got {value}")
+        from .._threads import set_threads
+
+        set_threads(value)
+    return value
+
+
 @click.group(help=__doc__.split("\n\n")[0])
 @click.version_option(package_name="dmh")
+@click.option("--threads", type=int, default=None, expose_value=False, callback=_set_threads,
+              help="threads for torch, BLAS/OpenMP and faiss (default: $DMH_THREADS, else $OMP_NUM_THREADS, "
+                   "else the physical cores available)")
 def cli():
     pass
 

@@ -76,6 +76,10 @@ class DMH(BaseHasher):
         CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.
     random_state : int, Generator or None
         Same seed, same codes (on the same machine and thread count).
+    n_threads : int or None
+        Threads for torch, BLAS/OpenMP and faiss during ``fit`` and ``encode``; ``None`` (default):
+        the process setting (:func:`dmh.set_threads`, ``dmh --threads``, ``DMH_THREADS``,
+        ``OMP_NUM_THREADS``, else the physical cores available to this process).
     verbose : bool
         Show progress bars and per-stage timings.
 
@@ -103,13 +107,14 @@ class DMH(BaseHasher):
     method_name = "dmh"
     uses_unpaired = True
     min_paired = 2
+    uses_torch = True
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity="clip",
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
-                 neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, verbose=False,
+                 neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None):
         self.n_bits = n_bits
         self.d = d
@@ -140,6 +145,7 @@ class DMH(BaseHasher):
         self.w_reg = w_reg
         self.chunk_size = chunk_size
         self.random_state = random_state
+        self.n_threads = n_threads
         self.verbose = verbose
         self.gbe_solver = gbe_solver
         self.device = device
