@@ -26,6 +26,8 @@ import os
 import sys
 from pathlib import Path
 
+from .errors import ParameterError
+
 __all__ = ["available_cores", "default_threads", "resolve_threads", "set_threads", "get_threads",
            "thread_limit"]
 
@@ -55,12 +57,12 @@ def _check_n(value, name: str) -> int:
         try:
             value = int(value.strip())
         except ValueError:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+            raise ParameterError(f"{name} must be a positive integer, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     value = int(value)
     if value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value}")
+        raise ParameterError(f"{name} must be a positive integer, got {value}")
     return value
 
 

@@ -667,6 +667,7 @@ class Collection:
         try:
             return self._by_id[int(item_id)]
         except (KeyError, ValueError, TypeError):
+            # KeyError on purpose: the server answers a missing item with 404 (its CLI catches KeyError)
             raise KeyError(f"no item with id {item_id!r} in {self.path}") from None
 
     def _check(self, k, target):
@@ -747,7 +748,7 @@ class Collection:
         """The item's thumbnail, made (and kept) on first use."""
         it = self.item(item_id)
         if not it["image"] or it.get("error"):
-            raise KeyError(f"item {item_id} has no photo")
+            raise KeyError(f"item {item_id} has no photo")  # KeyError on purpose: a 404 of the server
         dest = self.thumbs / f"{it['id']}.jpg"
         if not dest.is_file():
             self.thumbs.mkdir(exist_ok=True)

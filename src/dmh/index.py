@@ -31,15 +31,25 @@ from __future__ import annotations
 
 import json
 import numbers
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from . import _topk
-from ._archive import META_KEY, json_bytes, read_archive
+from ._archive import META_KEY, json_bytes, read_archive, read_npz
 from ._atomic import atomic_path
 from ._threads import faiss_threads
+from .errors import (
+    CodesFileError,
+    DataError,
+    DataTypeError,
+    DmhError,
+    IndexFileError,
+    MissingDependencyError,
+    ParameterError,
+    ParameterTypeError,
+    check_finite_memory,
+)
 from .hamming import check_pm1 as _check_pm1
 from .hamming import hamming_words as _hamming_words
 from .hamming import pack_codes, unpack_codes
@@ -77,11 +87,11 @@ def _faiss():
 
 def _check_backend(backend: str) -> str:
     if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+        raise ParameterError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     if backend == "auto":
         return "faiss" if _faiss() is not None else "numpy"
     if backend == "faiss" and _faiss() is None:
-        raise ImportError(
+        raise MissingDependencyError(
             "backend='faiss' needs the faiss-cpu package (pip install faiss-cpu); "
             "use backend='numpy' instead"
         )
@@ -90,11 +100,11 @@ def _check_backend(backend: str) -> str:
 
 def _check_int(value, name: str, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
+        raise ParameterTypeError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
+        raise ParameterError(f"{name} must be {bound}, got {value}")
     return value
 
 
@@ -113,7 +123,7 @@ class HammingIndex:
     def __init__(self, n_bits: int, backend: str = "auto"):
         n_bits = _check_int(n_bits, "n_bits", 8)
         if n_bits % 8:
-            raise ValueError(
+            raise ParameterError(
                 "n_bits must be a multiple of 8 (codes are stored packed, 8 bits a byte), "
                 f"got {n_bits}"
             )
@@ -179,12 +189,12 @@ class HammingIndex:
     def _packed(self, codes, name: str) -> np.ndarray:
         """Validate ``codes`` and return them packed, uint8 ``(n, code_size)``."""
         if codes is None:
-            raise ValueError(f"{name} is missing (got None)")
+            raise DataError(f"{name} is missing (got None)")
         arr = np.asarray(codes)
         if arr.ndim == 1 and arr.size in (self.n_bits, self.code_size):
             arr = arr[None, :]
         if arr.ndim != 2:
-            raise ValueError(
+            raise DataError(
                 f"{name} must be 2-D: {{-1,+1}} codes (n, n_bits={self.n_bits}) or packed uint8 "
                 f"(n, code_size={self.code_size}); got shape {arr.shape}"
             )
@@ -196,7 +206,7 @@ class HammingIndex:
                     if arr.shape[1] == self.n_bits
                     else ""
                 )
-                raise ValueError(
+                raise DataError(
                     f"packed uint8 {name} have {arr.shape[1]} bytes per code, the index expects "
                     f"code_size={self.code_size} (n_bits={self.n_bits}){hint}"
                 )
@@ -204,13 +214,13 @@ class HammingIndex:
         if not (
             np.issubdtype(arr.dtype, np.signedinteger) or np.issubdtype(arr.dtype, np.floating)
         ):
-            raise TypeError(
+            raise DataTypeError(
                 f"{name} must be {{-1,+1}} codes (a signed integer or float array) or packed "
                 "uint8, "
                 f"got dtype {arr.dtype}"
             )
         if arr.shape[1] != self.n_bits:
-            raise ValueError(
+            raise DataError(
                 f"{name} have {arr.shape[1]} bits, the index holds n_bits={self.n_bits}"
             )
         return pack_codes(_check_pm1(arr, name))
@@ -227,19 +237,19 @@ class HammingIndex:
         else:
             new_ids = np.asarray(ids)
             if new_ids.ndim != 1 or new_ids.size != n:
-                raise ValueError(
+                raise DataError(
                     f"ids must have shape ({n},) to match the codes, got {new_ids.shape}"
                 )
             if n and not np.issubdtype(new_ids.dtype, np.integer):
-                raise TypeError(f"ids must be integers, got dtype {new_ids.dtype}")
+                raise DataTypeError(f"ids must be integers, got dtype {new_ids.dtype}")
             new_ids = new_ids.astype(np.int64)
             if n and new_ids.min() < 0:
-                raise ValueError("ids must be non-negative (-1 marks padding in search results)")
+                raise DataError("ids must be non-negative (-1 marks padding in search results)")
             if np.unique(new_ids).size != n:
-                raise ValueError("ids hold repeated values; every id must be unique")
+                raise DataError("ids hold repeated values; every id must be unique")
             if self.ntotal and np.isin(new_ids, self._ids).any():
                 dup = new_ids[np.isin(new_ids, self._ids)]
-                raise ValueError(f"ids already in the index: {dup[:5].tolist()}")
+                raise DataError(f"ids already in the index: {dup[:5].tolist()}")
         if n == 0:
             return self
         self._codes = np.concatenate([self._codes, packed])
@@ -251,7 +261,7 @@ class HammingIndex:
         """Remove the codes with these ids (ids not held are ignored); returns how many went."""
         ids = np.asarray(ids).reshape(-1)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
+            raise DataTypeError(f"ids must be integers, got dtype {ids.dtype}")
         drop = np.isin(self._ids, ids.astype(np.int64))
         n = int(drop.sum())
         if n:
@@ -268,7 +278,7 @@ class HammingIndex:
     def _check_search(self, codes) -> np.ndarray:
         queries = self._packed(codes, "query codes")
         if self.ntotal == 0:
-            raise ValueError("the index is empty: add() codes before searching")
+            raise DataError("the index is empty: add() codes before searching")
         return queries
 
     def search(self, codes, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -279,6 +289,8 @@ class HammingIndex:
         """
         k = _check_int(k, "k", 1)
         queries = self._check_search(codes)
+        check_finite_memory(12.0 * queries.shape[0] * k, f"the results of {queries.shape[0]} queries",
+                            f"k={k}; the index holds {self.ntotal} codes")
         kk = min(k, self.ntotal)
         if self.backend == "faiss":
             dist, pos = self._faiss_knn(queries, kk)
@@ -414,21 +426,36 @@ class HammingIndex:
     @classmethod
     def load(cls, path, backend: str | None = None) -> HammingIndex:
         """Load an index written by :meth:`save`. ``backend``: override the saved choice."""
-        meta, arrays = read_archive(path, "dmh-hamming-index", INDEX_FORMAT_VERSION, "index")
+        schema = {"n_bits": int, "code_size": int, "ntotal": int}
+        meta, arrays = read_archive(path, "dmh-hamming-index", INDEX_FORMAT_VERSION, "index", schema, IndexFileError)
         for key in ("codes", "ids"):
             if key not in arrays:
-                raise ValueError(f"{path} is not a complete dmh index file: it lacks {key!r}")
-        index = cls(
-            int(meta["n_bits"]),
-            backend=backend if backend is not None else meta.get("backend", "auto"),
-        )
+                raise IndexFileError(path, f"is not a complete dmh index file: it lacks {key!r}")
+        n_bits = meta["n_bits"]
+        if not 1 <= n_bits <= 4096 or n_bits % 8:
+            raise IndexFileError(path, f"has a damaged header: n_bits={n_bits} is not a multiple of 8 in [8, 4096]")
+        saved_backend = meta.get("backend", "auto")
+        if saved_backend not in _BACKENDS:
+            raise IndexFileError(path, f"has a damaged header: unknown backend {saved_backend!r}")
+        index = cls(n_bits, backend=backend if backend is not None else saved_backend)
         codes, ids = arrays["codes"], arrays["ids"]
-        if codes.dtype != np.uint8 or codes.shape != (ids.size, index.code_size):
-            raise ValueError(
-                f"{path}: stored codes have dtype {codes.dtype} and shape {codes.shape}, "
-                f"expected uint8 ({ids.size}, {index.code_size})"
+        if codes.dtype != np.uint8 or codes.shape != (ids.size, index.code_size) or ids.ndim != 1:
+            raise IndexFileError(
+                path,
+                f"stored codes have dtype {codes.dtype} and shape {codes.shape}, ids shape {ids.shape}; "
+                f"expected uint8 ({ids.size}, {index.code_size}) for {n_bits}-bit codes",
             )
-        index.add(codes, ids)
+        if meta["ntotal"] != ids.size or meta["code_size"] != index.code_size:
+            raise IndexFileError(
+                path, f"header (ntotal {meta['ntotal']}, code_size {meta['code_size']}) disagrees with its "
+                f"arrays ({ids.size} codes of {index.code_size} bytes)"
+            )
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise IndexFileError(path, f"ids must be integers, got dtype {ids.dtype}")
+        try:
+            index.add(codes, ids)
+        except DmhError as exc:
+            raise IndexFileError(path, str(exc)) from None
         return index
 
 
@@ -448,7 +475,7 @@ def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
         np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     )
     if ids.shape != (arr.shape[0],):
-        raise ValueError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
+        raise DataError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
     meta = {
         "format": "dmh-codes",
         "format_version": CODES_FORMAT_VERSION,
@@ -468,48 +495,34 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     and optionally ``ids`` is accepted.
     """
     path = Path(path)
-    kind = _header_format(path)
-    if kind is not None:  # a dmh archive: read and checked by the reader every dmh file goes through
-        if kind != "dmh-codes":
-            raise ValueError(f"{path} is a {kind} file, not a code file (from dmh encode)")
-        _, arrays = read_archive(path, "dmh-codes", CODES_FORMAT_VERSION, "code")
-    else:  # a plain .npz written by other tools
-        if not path.exists():
-            raise FileNotFoundError(f"code file not found: {path}")
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                arrays = {k: archive[k] for k in archive.files}
-        except Exception as exc:
-            raise ValueError(
-                f"{path} is not a code file: expected an .npz archive with a 'codes' array ({exc})"
-            ) from exc
+    arrays = read_npz(path, CodesFileError, "code file")
     if "codes" not in arrays:
-        raise ValueError(f"{path} has no 'codes' array (it holds {sorted(arrays)})")
-    codes, ids = arrays["codes"], arrays.get("ids")
-    codes = _check_pm1(codes, f"codes in {path}").astype(np.int8)
+        raise CodesFileError(path, f"has no 'codes' array (it holds {sorted(arrays)})")
+    meta = None
+    if META_KEY in arrays:
+        try:
+            meta = json.loads(arrays[META_KEY].tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise CodesFileError(path, "has a damaged header (not JSON text)") from None
+        kind = meta.get("format") if isinstance(meta, dict) else None
+        if kind != "dmh-codes":
+            raise CodesFileError(path, f"is a {kind} file, not a code file (from dmh encode)")
+    codes = arrays["codes"]
+    ids = arrays.get("ids")
+    try:
+        codes = _check_pm1(codes, "codes").astype(np.int8)
+    except DmhError as exc:
+        raise CodesFileError(path, str(exc)) from None
+    if meta is not None and meta.get("n_bits", codes.shape[1]) != codes.shape[1]:
+        raise CodesFileError(path, f"its header says {meta['n_bits']!r} bits but the codes have {codes.shape[1]}")
     if ids is None:
         ids = np.arange(codes.shape[0], dtype=np.int64)
     ids = np.asarray(ids).reshape(-1)
     if ids.size != codes.shape[0]:
-        raise ValueError(f"{path}: {codes.shape[0]} codes but {ids.size} ids")
+        raise CodesFileError(path, f"{codes.shape[0]} codes but {ids.size} ids")
     if ids.size and not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"{path}: ids must be integers, got dtype {ids.dtype}")
+        raise CodesFileError(path, f"ids must be integers, got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or np.unique(ids).size != ids.size):
+        raise CodesFileError(path, "ids must be unique non-negative row numbers")
     return codes, ids.astype(np.int64)
 
-
-def _header_format(path: Path) -> str | None:
-    """The ``format`` named in the JSON header of an ``.npz`` archive; None when the file is not a zip
-    archive or has no header (read from the zip directory, without loading the arrays)."""
-    try:
-        with zipfile.ZipFile(path) as zf:
-            if f"{META_KEY}.npy" not in zf.namelist():
-                return None
-            with zf.open(f"{META_KEY}.npy") as fh:
-                header = np.lib.format.read_array(fh, allow_pickle=False)
-    except (OSError, zipfile.BadZipFile, ValueError):
-        return None
-    try:
-        meta = json.loads(header.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return str(meta.get("format")) if isinstance(meta, dict) else None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 
+from .errors import UnknownNameError
+
 __all__ = ["METHODS", "get_method_class", "make_method", "method_names"]
 
 #: name -> (module, class)
@@ -29,7 +31,7 @@ def method_names() -> list[str]:
 def get_method_class(name: str):
     key = name.lower()
     if key not in METHODS:
-        raise KeyError(f"unknown method {name!r}; available: {', '.join(METHODS)}")
+        raise UnknownNameError(f"unknown method {name!r}; available: {', '.join(METHODS)}")
     module, cls = METHODS[key]
     return getattr(importlib.import_module(module), cls)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from ..errors import DataError
 from .fitting import centre
 from .spectral import fix_column_signs
 
@@ -88,7 +89,7 @@ def select_cca_ridge(Xi: np.ndarray, Xt: np.ndarray, k: int, rng: np.random.Gene
             continue
         scores[j] = float(np.mean(_column_correlations(Hi @ Wi, Ht @ Wt)))
     if not np.isfinite(scores).any():
-        raise ValueError(f"{owner}: every ridge of {tuple(grid)} leaves a covariance singular")
+        raise DataError(f"{owner}: every ridge of {tuple(grid)} leaves a covariance singular")
     return float(grid[int(np.argmax(scores))]), scores
 
 

@@ -37,6 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 from .fitting import LinearHashMixin, centre
 
 __all__ = ["CMFH", "cmfh_objective", "update_U", "update_V", "update_P"]
@@ -193,7 +194,7 @@ class CMFH(LinearHashMixin, BaseHasher):
             ridges = np.array([gamma / mu, gamma / mu])
         elif isinstance(self.hash_ridge, str):
             if self.hash_ridge != "auto":
-                raise ValueError(f"{name}: hash_ridge must be 'auto', None or a positive number, "
+                raise ParameterError(f"{name}: hash_ridge must be 'auto', None or a positive number, "
                                  f"got {self.hash_ridge!r}")
             ridges = np.array([auto_hash_ridge(X1, gamma / mu), auto_hash_ridge(X2, gamma / mu)])
         else:
@@ -236,6 +237,9 @@ class CMFH(LinearHashMixin, BaseHasher):
             "objective": self.objective_,
             "hash_ridges": self.hash_ridges_,
         }
+
+    def _extra_state_spec(self):
+        return {"objective": (None,)}
 
     def _set_state(self, state):
         self._set_linear_state(state)

@@ -43,6 +43,7 @@ from scipy import linalg
 from .._validation import check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import DataError, ParameterError
 from .cca import select_cca_ridge
 from .fitting import LinearHashMixin, centre
 from .spectral import fix_column_signs
@@ -123,7 +124,7 @@ class CVH(LinearHashMixin, BaseHasher):
         name = type(self).__name__
         if isinstance(self.reg, str):
             if self.reg != "auto":
-                raise ValueError(f"{name}: reg must be 'auto' or a non-negative number, got {self.reg!r}")
+                raise ParameterError(f"{name}: reg must be 'auto' or a non-negative number, got {self.reg!r}")
             reg = "auto"
         else:
             reg = check_real(self.reg, "reg", owner=name)
@@ -132,13 +133,13 @@ class CVH(LinearHashMixin, BaseHasher):
         paired = data.paired_mask
         n = int(paired.sum())
         if n <= k:
-            raise ValueError(
+            raise DataError(
                 f"{name} needs more paired objects than bits: {k} uncorrelated zero-mean "
                 f"projections need at least {k + 1} paired objects, the training data hold {n}"
             )
         di, dt = data.image.shape[1], data.text.shape[1]
         if k > di + dt:
-            raise ValueError(
+            raise ParameterError(
                 f"{name} gives at most d_image + d_text = {di + dt} bits (one per generalized "
                 f"eigenvector), n_bits={k} requested"
             )
@@ -151,7 +152,7 @@ class CVH(LinearHashMixin, BaseHasher):
         try:
             evals, evecs = linalg.eigh(P, Q, subset_by_index=[0, k - 1])
         except linalg.LinAlgError as exc:
-            raise ValueError(
+            raise ParameterError(
                 f"{name}: a view's covariance is singular (reg={reg}); use reg > 0"
             ) from exc
         evecs = fix_column_signs(evecs)
@@ -171,6 +172,9 @@ class CVH(LinearHashMixin, BaseHasher):
             "ridge": self.ridge_,
             "reg_scores": self.reg_scores_,
         }
+
+    def _extra_state_spec(self):
+        return {"eigenvalues": (None,), "ridge": (None,)}
 
     def _set_state(self, state):
         self._set_linear_state(state)

@@ -41,6 +41,7 @@ from sklearn.metrics import pairwise_distances
 from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 from .fitting import l2_normalize_rows, paired_views, warn_not_converged
 
 __all__ = ["AUTO_RIDGES", "FSH", "auto_ridge", "effective_dof", "fsh_objective", "fusion_similarity",
@@ -166,12 +167,12 @@ class FSH(BaseHasher):
         l_ = check_int(self.n_anchors, "n_anchors", minimum=2)
         s = check_int(self.n_neighbors, "n_neighbors")
         if s > l_:
-            raise ValueError(f"n_neighbors ({s}) must not exceed n_anchors ({l_})")
+            raise ParameterError(f"n_neighbors ({s}) must not exceed n_anchors ({l_})")
         check_real(self.lambda_, "lambda_", low=0.0, low_inclusive=False)
         check_real(self.r, "r", low=1.0, low_inclusive=False)
         if not (isinstance(self.ridge, str) and self.ridge == "auto"):
             if isinstance(self.ridge, str):
-                raise ValueError(f"ridge must be 'auto' or a positive number, got {self.ridge!r}")
+                raise ParameterError(f"ridge must be 'auto' or a positive number, got {self.ridge!r}")
             check_real(self.ridge, "ridge", low=0.0, low_inclusive=False)
         check_real(self.tol, "tol")
         check_int(self.max_iter, "max_iter")
@@ -266,6 +267,11 @@ class FSH(BaseHasher):
         state["anchor_codes"] = self.anchor_codes_
         state["objective"] = np.asarray(self.objective_, dtype=np.float64)
         return state
+
+    def _state_spec(self):
+        return {"image_mean": ("I",), "text_mean": ("T",), "image_weights": ("I", "B"),
+                "text_weights": ("T", "B"), "eta": (2,), "sigmas": (2,), "anchor_codes": (None, "B"),
+                "objective": (None,)}
 
     def _set_state(self, state):
         for name in self._STATE:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from ._options import check_params, float_list, int_list, parse_params
+from ..errors import OutputError
+from ._options import check_params, int_list, name_list, paired_ratio_list, parse_params, seed_list
 
 __all__ = ["demo", "evaluate"]
 
@@ -33,12 +34,17 @@ def demo(bits, rounds, seed, out):
     quick (2 rounds of 5 DAM epochs, 16 bits); the time it took is printed at the end."""
     import time
 
+    from .._atomic import check_writable
+    from .._validation import check_n_bits, check_seed
     from ..datasets import BUILTIN, load_builtin
     from ..evaluation import label_prior_map, run_evaluation
     from ..report import markdown_table, write_results
 
     t0 = time.perf_counter()
-    bit_list = int_list(bits, "--bits")
+    bit_list = [check_n_bits(b) for b in int_list(bits, "--bits")]
+    check_seed(seed, "--seed")
+    if out:
+        check_writable(out, "--out")
     data = load_builtin("uci-digits")
     click.echo(f"Data: {BUILTIN['uci-digits']}")
     click.echo(data.summary())
@@ -75,43 +81,58 @@ def demo(bits, rounds, seed, out):
 @click.option("--resume/--no-resume", default=False,
               help="reuse the cells of --out whose cell key (data, split, method, full parameters, bits, "
               "paired ratio, seed) is this run's")
+@click.option("--overwrite", is_flag=True, help="replace an existing --out (without it, an existing file is refused "
+              "unless --resume)")
 @click.option("--plots", is_flag=True, help="also write TopN-precision and PR-curve figures (PNG) beside --out")
-def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, plots):
-    """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image."""
-    from .._validation import check_n_bits
-    from ..datasets import load_dataset
-    from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
-    from ..registry import get_method_class
-    from ..report import markdown_table, write_results
+def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overwrite, plots):
+    """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image.
 
-    methods = [m.strip().lower() for m in method.split(",") if m.strip()]
+    An existing --out is refused unless --resume (continue it: its cells with this run's cell key
+    are reused) or --overwrite (replace it). While the run lasts, a lock file beside --out makes a
+    second run writing the same file fail at once instead of overwriting this one's rows.
+    """
+    from .._atomic import check_writable, exclusive_lock
+    from .._validation import check_n_bits
+    from ..registry import get_method_class
+
+    methods = name_list(method, "--method")
     for m in methods:
         get_method_class(m)
-    bit_list = int_list(bits, "--bits")
-    for b in bit_list:
-        check_n_bits(b)
-    ratios = float_list(paired_ratio, "--paired-ratio")
-    seed_list = int_list(seeds, "--seeds")
+    bit_list = [check_n_bits(b) for b in int_list(bits, "--bits")]
+    ratios = paired_ratio_list(paired_ratio, "--paired-ratio")
+    seeds = seed_list(seeds, "--seeds")
     mparams = parse_params(params, methods)
     check_params(methods, mparams)
+    if resume and overwrite:
+        raise click.UsageError("give at most one of --resume and --overwrite")
+    out = Path(out)
+    check_writable(out, "--out")
+    with exclusive_lock(out):
+        if out.exists() and not (resume or overwrite):
+            raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
+        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots)
+
+
+def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots):
+    from ..datasets import load_dataset
+    from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
+    from ..report import markdown_table, write_results
+
+    old = _read_results(out) if resume and out.exists() else None
     dataset = load_dataset(data)
     dataset.require_labels()
     click.echo(dataset.summary())
     name = dataset.name or "data"
-    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seed_list, mparams, dataset=name)
+    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seeds, mparams, dataset=name)
     reused: dict[str, list[dict]] = {}
-    if resume and Path(out).exists():
-        try:
-            old = json.loads(Path(out).read_text())["results"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"--resume {out}: not a results file of dmh evaluate ({exc})") from None
+    if old is not None:
         reused, lines = reusable_cells(cells, old, where=str(out))
         for line in lines:
             click.echo(line)
     records = [rec for c in cells if c["key"] in reused for rec in reused[c["key"]]]
     todo = [c for c in cells if c["key"] not in reused]
     config = {"data": str(data), "methods": methods, "bits": bit_list, "paired_ratios": ratios,
-              "seeds": seed_list, "params": mparams}
+              "seeds": seeds, "params": mparams}
     prior = label_prior_map(dataset)
 
     def save_partial(entry):
@@ -124,3 +145,23 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, plots
     click.echo("MAP over the whole database (Hamming ranking):")
     click.echo(markdown_table(records, "map", digits=3))
     click.echo("Wrote " + ", ".join(str(p) for p in written.values()))
+
+
+def _read_results(path: Path) -> list[dict]:
+    """The records of a results file of ``dmh evaluate`` (for --resume), checked before any is reused."""
+    from ..errors import DmhError, ResultsFileError
+    from ..records import check_records
+
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsFileError(path, f"is not valid JSON ({exc}) (--resume)") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
+        raise ResultsFileError(path, "is not a results file of dmh evaluate: expected an object with a 'results' "
+                                     "list (--resume)")
+    if not payload["results"]:
+        return []
+    try:
+        return check_records(payload["results"])
+    except DmhError as exc:
+        raise ResultsFileError(path, f"holds damaged records ({exc}) (--resume)") from None

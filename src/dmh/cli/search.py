@@ -15,7 +15,6 @@ dropped from the output). Every bad input is reported as one line naming the pro
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
@@ -26,23 +25,11 @@ import click
 import numpy as np
 
 from .._atomic import atomic_write_text
+from ..errors import DataError, ParameterError
 
 __all__ = ["encode", "index", "search"]
 
 _ROWS = ("all", "query", "database", "train")
-_USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, ImportError)
-
-
-@contextlib.contextmanager
-def _user_errors():
-    """Library errors about the user's input -> one-line click errors (no traceback)."""
-    try:
-        yield
-    except click.ClickException:
-        raise
-    except _USER_ERRORS as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise click.UsageError(str(msg)) from None
 
 
 def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.ndarray, int]:
@@ -57,13 +44,18 @@ def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.n
     else:
         idx = getattr(data, f"{rows}_idx")
         if idx is None:
-            raise ValueError(f"the data {data_ref!r} have no {rows} split; use --rows all")
+            raise DataError(f"the data {data_ref!r} ({data.n_objects} objects) have no {rows} split; use --rows all")
     observed = data.mask(modality)[idx]
     skipped = int((~observed).sum())
     idx = idx[observed]
     if idx.size == 0:
-        raise ValueError(f"none of the selected rows ({rows}) of {data_ref!r} has a {modality}")
+        raise DataError(f"none of the selected rows ({rows}) of {data_ref!r} has a {modality}")
     features = data.image if modality == "image" else data.text
+    if features.shape[1] != model.n_features_[modality]:
+        raise DataError(
+            f"the {modality} features of {data_ref!r} have {features.shape[1]} columns, but the model "
+            f"{model_path} was fitted on {model.n_features_[modality]}"
+        )
     codes = model.encode(features[idx], modality=modality)
     return codes, idx.astype(np.int64), skipped
 
@@ -90,11 +82,12 @@ def encode(model, data, modality, rows, out):
     Objects that lack the modality are skipped; the ``ids`` of the code file say which rows were
     encoded.
     """
+    from .._atomic import check_writable
     from ..index import save_codes
 
-    with _user_errors():
-        codes, ids, skipped = _encode_rows(model, data, modality, rows)
-        save_codes(out, codes, ids, modality=modality)
+    check_writable(out, "--out")
+    codes, ids, skipped = _encode_rows(model, data, modality, rows)
+    save_codes(out, codes, ids, modality=modality)
     note = f" ({skipped} rows without a {modality} skipped)" if skipped else ""
     click.echo(
         f"wrote {codes.shape[0]} {modality} codes of {codes.shape[1]} bits to {out}{note}", err=True
@@ -113,14 +106,17 @@ def encode(model, data, modality, rows, out):
 )
 def index(codes, out, backend):
     """Build a Hamming index from a code file (n_bits must be a multiple of 8)."""
+    from .._atomic import check_writable
     from ..index import HammingIndex, load_codes
 
-    with _user_errors():
-        arr, ids = load_codes(codes)
-        if arr.shape[0] == 0:
-            raise ValueError(f"{codes} holds no codes: cannot index an empty database")
-        idx = HammingIndex(arr.shape[1], backend=backend).add(arr, ids)
-        idx.save(out)
+    check_writable(out, "--out")
+    arr, ids = load_codes(codes)
+    if arr.shape[0] == 0:
+        raise DataError(f"{codes} holds no codes: cannot index an empty database")
+    if arr.shape[1] % 8:
+        raise DataError(f"{codes} holds {arr.shape[1]}-bit codes; an index needs a multiple of 8 bits")
+    idx = HammingIndex(arr.shape[1], backend=backend).add(arr, ids)
+    idx.save(out)
     click.echo(
         f"indexed {idx.ntotal} codes of {idx.n_bits} bits ({idx.backend} backend) into {out}",
         err=True,
@@ -165,6 +161,7 @@ def index(codes, out, backend):
 )
 def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend):
     """Search INDEX with query codes (--codes) or objects encoded on the fly (--model/--data)."""
+    from .._atomic import check_writable
     from ..index import HammingIndex, load_codes
 
     if (k is None) == (radius is None):
@@ -184,32 +181,33 @@ def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, 
             "give the queries: --codes CODES, or --model, --data and --modality "
             f"(missing {', '.join(missing)})"
         )
-    with _user_errors():
-        idx = HammingIndex.load(index_path, backend=backend)
-        if radius is not None and not 0 <= radius <= idx.n_bits:
-            raise ValueError(f"--radius must be between 0 and n_bits={idx.n_bits}, got {radius}")
-        if codes_path is not None:
-            queries, qids = load_codes(codes_path)
-        else:
-            queries, qids, _ = _encode_rows(model, data, modality, rows)
-        if queries.shape[0] == 0:
-            raise ValueError("there are no query codes")
-        if queries.shape[1] != idx.n_bits:
-            raise ValueError(
-                f"the query codes have {queries.shape[1]} bits, the index holds "
-                f"{idx.n_bits}-bit codes"
-            )
-        if k is not None:
-            dist, ids = idx.search(queries, k)
-            hits = [(d[i >= 0], i[i >= 0]) for d, i in zip(dist, ids, strict=True)]
-        else:
-            lims, dist, ids = idx.range_search(queries, radius)
-            hits = [(dist[a:b], ids[a:b]) for a, b in zip(lims[:-1], lims[1:], strict=True)]
-        text = _format_hits(qids, hits, fmt, {"index": str(index_path), "k": k, "radius": radius})
-        if out is None:
-            sys.stdout.write(text)
-        else:
-            atomic_write_text(Path(out), text)
+    if out is not None:
+        check_writable(out, "--out")
+    idx = HammingIndex.load(index_path, backend=backend)
+    if radius is not None and not 0 <= radius <= idx.n_bits:
+        raise ParameterError(f"--radius must be between 0 and n_bits={idx.n_bits}, got {radius}")
+    if codes_path is not None:
+        queries, qids = load_codes(codes_path)
+    else:
+        queries, qids, _ = _encode_rows(model, data, modality, rows)
+    if queries.shape[0] == 0:
+        raise DataError("there are no query codes")
+    if queries.shape[1] != idx.n_bits:
+        raise DataError(
+            f"the query codes have {queries.shape[1]} bits, the index holds "
+            f"{idx.n_bits}-bit codes"
+        )
+    if k is not None:
+        dist, ids = idx.search(queries, k)
+        hits = [(d[i >= 0], i[i >= 0]) for d, i in zip(dist, ids, strict=True)]
+    else:
+        lims, dist, ids = idx.range_search(queries, radius)
+        hits = [(dist[a:b], ids[a:b]) for a, b in zip(lims[:-1], lims[1:], strict=True)]
+    text = _format_hits(qids, hits, fmt, {"index": str(index_path), "k": k, "radius": radius})
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(Path(out), text)
     if out is not None:
         n_hits = sum(len(h[1]) for h in hits)
         click.echo(f"wrote {n_hits} hits of {len(hits)} queries to {out}", err=True)

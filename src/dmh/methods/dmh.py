@@ -10,8 +10,10 @@ import time
 
 import numpy as np
 
+from .._validation import check_choice, check_int, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError, check_finite_memory
 from . import cle as cle_mod
 
 __all__ = ["DMH"]
@@ -165,24 +167,29 @@ class DMH(BaseHasher):
             "device": ("auto", "cpu", "cuda"),
         }
         for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+            if not isinstance(getattr(self, name), str):
+                raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+            check_choice(getattr(self, name), name, allowed)
         for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
                      "neighbour_pool", "chunk_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        epochs = self.dam_epochs
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
-            raise ValueError(f"dam_epochs must be a non-negative integer, got {self.dam_epochs!r}")
-        if self.dam_tol is not None and (not np.isfinite(self.dam_tol) or self.dam_tol < 0):
-            raise ValueError(f"dam_tol must be None or a finite non-negative number, got {self.dam_tol!r}")
+            check_int(getattr(self, name), name)
+        check_int(self.dam_epochs, "dam_epochs", minimum=0)
+        if self.dam_tol is not None:
+            check_real(self.dam_tol, "dam_tol")
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
-            if not np.isfinite(getattr(self, name)) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be a finite non-negative number, got {getattr(self, name)!r}")
+            check_real(getattr(self, name), name)
         for name in ("image_lr", "text_lr", "gbe_lr"):
-            if not np.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+            check_real(getattr(self, name), name, low_inclusive=False)
+
+    def _check_memory(self, data: CrossModalData) -> None:
+        """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits)."""
+        n = data.n_objects
+        width = self.hidden_size
+        d_in = data.image.shape[1] + data.text.shape[1]
+        # weights + gradients + two Adam moments (float32), hidden features of every object (float64,
+        # two views), CLE's n x d features
+        n_bytes = 4.0 * 4 * width * (d_in + 2 * self.n_bits_ + 4) + 8.0 * 2 * n * width + 8.0 * 4 * n * self.d
+        check_finite_memory(n_bytes, "DMH", f"hidden_size={width}, d={self.d}, n_bits={self.n_bits_}")
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
@@ -191,6 +198,7 @@ class DMH(BaseHasher):
         from . import dam, gbe
 
         self._check_params()
+        self._check_memory(data)
         device = resolve_device(self.device)
         rng = np.random.default_rng(self.random_state)
         torch_seed = int(rng.integers(2**62))
@@ -222,7 +230,7 @@ class DMH(BaseHasher):
         if self.verbose:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=self.n_rounds * 3, desc="DMH", unit="stage", leave=False)
+            bar = tqdm(total=self.n_rounds * 3, desc="DMH", unit="stage", leave=False, disable=None)
         for r in rounds:
             t = {}
             if r == 0 or self.refresh_features:
@@ -319,6 +327,21 @@ class DMH(BaseHasher):
             state[f"{m}_mean"], state[f"{m}_scale"] = self.scalers_[m]
         return state
 
+    def _state_spec(self):
+        import torch
+
+        from . import dam
+
+        spec = {}
+        for m, dim in (("image", "I"), ("text", "T")):
+            spec[f"{m}_mean"] = (dim,)
+            spec[f"{m}_scale"] = (dim,)
+            with torch.device("meta"):  # shapes only: nothing is allocated
+                net = dam.make_net(m, self.n_features_[m], self.n_bits_, (self.hidden_size,))
+            for key, value in net.state_dict().items():
+                spec[f"{m}_net.{key}"] = tuple(value.shape)
+        return spec
+
     def _set_state(self, state):
         import torch
 
@@ -342,7 +365,7 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but torch sees no CUDA GPU; use device='cpu' or 'auto'")
+        raise ParameterError("device='cuda' but torch sees no CUDA GPU; use device='cpu' or 'auto'")
     return device
 
 

@@ -40,6 +40,8 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from ..errors import DataError, ParameterError
+
 SIMILARITIES = ("clip", "shift", "raw")
 #: from this many objects on, ``solver="auto"`` uses the approximate O(n k) solver (see fit_gbe)
 APPROX_MIN_N = 10_000
@@ -51,7 +53,7 @@ class PairSimilarity:
     def __init__(self, Y: torch.Tensor, kind: str = "clip", chunk_size: int = 1024,
                  cache_bytes: int = 2 * 1024**3):
         if kind not in SIMILARITIES:
-            raise ValueError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
+            raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
         self.Y = Y
         self.kind = kind
         self.chunk = chunk_size
@@ -69,13 +71,13 @@ class PairSimilarity:
         for s, e in self._blocks():
             B = self._raw(s, e)
             if kind == "raw" and bool((B < 0).any()):
-                raise ValueError(
+                raise DataError(
                     "similarity='raw': some inner products y_i'y_j are negative, so Eq. 7 is not a "
                     "distribution; use similarity='clip' or 'shift'"
                 )
             total += float(B.sum(dtype=torch.float64))
         if not total > 0:
-            raise ValueError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
+            raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
         self.total = total
         self.cache = None
         if n * n * Y.element_size() <= cache_bytes:
@@ -120,7 +122,7 @@ def _quant_scale(n: int, quantization: str) -> float:
         return 1.0 / n
     if quantization == "sum":
         return 1.0
-    raise ValueError(f"quantization must be 'mean' or 'sum', got {quantization!r}")
+    raise ParameterError(f"quantization must be 'mean' or 'sum', got {quantization!r}")
 
 
 def sign_pm1(H: torch.Tensor) -> torch.Tensor:
@@ -192,7 +194,7 @@ class SampledSimilarity:
 
     def __init__(self, Y: torch.Tensor, kind: str = "clip", n_neighbors: int = 15, chunk_size: int = 1024):
         if kind not in SIMILARITIES:
-            raise ValueError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
+            raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
         n = Y.shape[0]
         self.Y, self.kind, self.n = Y, kind, n
         k = int(min(n_neighbors, n - 1))
@@ -222,7 +224,7 @@ class SampledSimilarity:
             v, j = torch.topk(G, k, dim=1)
             vals[s:e], nbrs[s:e] = v.clamp_(min=0.0), j
         if not total > 0:
-            raise ValueError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
+            raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
         self.total = total
         self.plogp = glogg / total - math.log(total)  # sum (G/T) log(G/T)
         self.nbrs = nbrs
@@ -234,7 +236,7 @@ class SampledSimilarity:
         if self.kind == "shift":
             return G.sub_(self.shift).clamp_(min=0.0)
         if bool((G < 0).any()):
-            raise ValueError(
+            raise DataError(
                 "similarity='raw': some inner products y_i'y_j are negative, so Eq. 7 is not a "
                 "distribution; use similarity='clip' or 'shift'"
             )
@@ -337,7 +339,7 @@ def init_codes(Y: np.ndarray, n_bits: int, how: str, rng: np.random.Generator) -
         scale = H.std()
         return H / scale if scale > 0 else 0.01 * rng.standard_normal((n, n_bits))
     if how != "pca":
-        raise ValueError(f"gbe_init must be 'pca', 'projection' or 'random', got {how!r}")
+        raise ParameterError(f"gbe_init must be 'pca', 'projection' or 'random', got {how!r}")
     Yc = Y - Y.mean(0)
     U, s, _ = np.linalg.svd(Yc, full_matrices=False)
     r = int(min(n_bits, (s > s[0] * 1e-8).sum() if s.size and s[0] > 0 else 0))
@@ -373,7 +375,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     building S^Y (``"setup"``) and in the steps (``"steps"``).
     """
     if solver not in ("auto", "exact", "approx"):
-        raise ValueError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
+        raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
     if solver == "auto":
         solver = "approx" if Y.shape[0] >= APPROX_MIN_N else "exact"
     t0 = time.perf_counter()

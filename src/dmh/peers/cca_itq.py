@@ -49,6 +49,7 @@ from ..base import BaseHasher
 from ..baselines.cca import AUTO_REG_GRID, cca_directions, select_cca_ridge
 from ..baselines.fitting import LinearHashMixin, centre
 from ..data import CrossModalData
+from ..errors import DataError, ParameterError
 
 __all__ = [
     "AUTO_REG_GRID", "CCAITQ", "cca_directions", "itq_rotation", "quantization_loss", "select_cca_ridge",
@@ -140,10 +141,10 @@ class CCAITQ(LinearHashMixin, BaseHasher):
     def _check_reg(self):
         if isinstance(self.reg, str):
             if self.reg != "auto":
-                raise ValueError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
+                raise ParameterError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
             return "auto"
         if not isinstance(self.reg, numbers.Real):
-            raise ValueError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
+            raise ParameterError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
         return check_real(self.reg, "reg")
 
     def _fit(self, data: CrossModalData) -> None:
@@ -156,7 +157,7 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         paired = data.paired_mask
         n = int(paired.sum())
         if n <= k:
-            raise ValueError(
+            raise ParameterError(
                 f"{name} needs more paired objects than bits: {k} canonical directions of centred "
                 f"views need at least {k + 1} paired objects, the training data hold {n}"
             )
@@ -171,7 +172,7 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         try:
             Wi, Wt, rho, ridge = cca_directions(Xi, Xt, reg, r)
         except np.linalg.LinAlgError as exc:
-            raise ValueError(f"{name}: a view's covariance is singular (reg={reg}); use reg > 0") from exc
+            raise DataError(f"{name}: a view's covariance is singular (reg={reg}); use reg > 0") from exc
         scale = np.maximum(rho, 0.0) ** power if power else np.ones(r)
         Wi, Wt = Wi * scale, Wt * scale
         if r < k:  # more bits than canonical pairs: zero columns, so that R mixes the r directions

@@ -53,6 +53,7 @@ from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..baselines.fitting import LinearHashMixin, l2_normalize_rows
 from ..data import CrossModalData
+from ..errors import DataError, ParameterError
 
 __all__ = ["SPDH", "anchor_affinity", "spdh_objective", "update_bits"]
 
@@ -220,10 +221,10 @@ class SPDH(LinearHashMixin, BaseHasher):
         k = self.n_bits_
         N = data.n_objects
         if N <= k:
-            raise ValueError(f"{name} needs more training objects than bits ({k}); the data hold {N}")
+            raise DataError(f"{name} needs more training objects than bits ({k}); the data hold {N}")
         Xs, rows, means, scales, A, anchor_rows = self._prepare(data, rng)
         if A.shape[1] <= k:
-            raise ValueError(
+            raise ParameterError(
                 f"{name} needs more anchor pairs than bits for its spectral start: {A.shape[1]} "
                 f"anchors (paired objects used: {anchor_rows.size}) for n_bits={k}; the training "
                 f"data hold {data.n_paired} paired objects"
