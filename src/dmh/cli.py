@@ -239,7 +239,8 @@ def _register_optional_commands():
 
     for module, names in (("dmh.cli_search", ("encode", "index", "search")),
                           ("dmh.cli_data", ("featurize", "datasets")),
-                          ("dmh.cli_experiments", ("reproduce",))):
+                          ("dmh.cli_experiments", ("reproduce",)),
+                          ("dmh.cli_tune", ("tune",))):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

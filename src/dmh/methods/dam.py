@@ -82,11 +82,13 @@ def make_net(modality: str, in_features: int, n_bits: int, hidden) -> HashNet:
 
 def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: float, batch_size: int,
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
-              progress=None) -> tuple[list, torch.optim.Optimizer]:
-    """Fit Eq. 12 for one network by mini-batch Adam; returns the mean loss of each epoch."""
+              progress=None, weight_decay: float = 0.0) -> tuple[list, torch.optim.Optimizer]:
+    """Fit Eq. 12 for one network by mini-batch Adam (L2 ``weight_decay``, 0 = the paper); returns the
+    mean loss of each epoch."""
     Xt = torch.as_tensor(X, dtype=torch.float32)
     Ht = torch.as_tensor(H, dtype=torch.float32)
-    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr)
+    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr,
+                                                                   weight_decay=weight_decay)
     net.train()
     history = []
     n = Xt.shape[0]

@@ -6,6 +6,7 @@ of :mod:`dmh.methods.cle`, :mod:`dmh.methods.gbe` and :mod:`dmh.methods.dam` for
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
@@ -14,7 +15,18 @@ from ..base import BaseHasher
 from ..data import CrossModalData
 from . import cle as cle_mod
 
-__all__ = ["DMH"]
+__all__ = ["DMH", "PRESETS"]
+
+#: Values of the options beyond the paper that a ``preset`` gives when they are left as ``None``.
+#: ``"paper"`` is the implementation of the paper as it stood before these options existed (same
+#: codes for the same seed); ``"default"`` is the setting chosen by the label-free procedure of
+#: :mod:`dmh.selection` (see docs/quality.md for the evidence).
+PRESETS = {
+    "paper": dict(perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
+                  dam_weight_decay=0.0),
+    "default": dict(perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
+                    dam_weight_decay=0.0),
+}
 
 
 class DMH(BaseHasher):
@@ -51,8 +63,9 @@ class DMH(BaseHasher):
     refresh_features : bool
         Refresh ``z^v`` from the DAM hidden layers after each round (DMH); False keeps the input
         features (DMH-FIX ablation).
-    similarity : {"clip", "shift", "raw"}
-        How S^Y (Eq. 7) stays a distribution when inner products are negative (default "clip").
+    similarity : {"clip", "shift", "raw", "perplexity"}
+        How S^Y (Eq. 7) stays a distribution when inner products are negative (default "clip"), or
+        ``"perplexity"``: t-SNE's sparse, neighbour-calibrated P over Euclidean distances of Y.
     quantization : {"mean", "sum"}
         Scale of the quantisation term: per object (default) or summed as printed in Eq. 11.
     q_update : {"procrustes", "paper"}; y_update : {"exact", "jacobi"}
@@ -62,6 +75,22 @@ class DMH(BaseHasher):
         (see :func:`dmh.methods.gbe.init_codes` and docs/method.md).
     cle_max_iter, cle_tol, gbe_max_iter, gbe_tol, gbe_lr, neighbour_pool, w_reg, chunk_size
         Solver settings.
+    preset : {"default", "paper"}
+        Where the options below take their value when left as ``None`` (see :data:`PRESETS`):
+        ``"paper"`` reproduces the paper's method as implemented before these options (same codes
+        for the same seed).
+    perplexity : float or None
+        Perplexity of S^Y when ``similarity="perplexity"``.
+    kernel_scale : float, "bits" or None
+        GBE's Student-t kernel ``(1 + D/s)^-1`` on ``D = Hamming distance``; ``"bits"`` sets
+        ``s = n_bits / 16`` (a distance means the same fraction of the bits at every code length).
+    gbe_balance, gbe_decorrelation : float or None
+        Weights of GBE's bit-balance and bit-decorrelation terms (0: off, the paper).
+    dam_weight_decay : float or None
+        L2 weight decay of DAM's Adam (0: off, the paper).
+    record_diagnostics : bool
+        Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
+        :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
     random_state : int, Generator or None
         Same seed, same codes (on the same machine and thread count).
     verbose : bool
@@ -77,7 +106,9 @@ class DMH(BaseHasher):
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity="clip",
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
-                 neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, verbose=False):
+                 neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, verbose=False,
+                 preset="default", perplexity=None, kernel_scale=None, gbe_balance=None,
+                 gbe_decorrelation=None, dam_weight_decay=None, record_diagnostics=False):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -108,18 +139,47 @@ class DMH(BaseHasher):
         self.chunk_size = chunk_size
         self.random_state = random_state
         self.verbose = verbose
+        self.preset = preset
+        self.perplexity = perplexity
+        self.kernel_scale = kernel_scale
+        self.gbe_balance = gbe_balance
+        self.gbe_decorrelation = gbe_decorrelation
+        self.dam_weight_decay = dam_weight_decay
+        self.record_diagnostics = record_diagnostics
+
+    def _opt(self, name):
+        """An option's value: as given, or the preset's when ``None``."""
+        value = getattr(self, name)
+        return PRESETS[self.preset][name] if value is None else value
+
+    def _kernel_scale(self) -> float:
+        s = self._opt("kernel_scale")
+        if s == "bits":
+            return self.n_bits_ / 16.0
+        return float(s)
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
         choices = {
             "complement": ("lle", "zero"),
             "binary_embedding": ("gbe", "pca"),
-            "similarity": ("clip", "shift", "raw"),
+            "similarity": ("clip", "shift", "raw", "perplexity"),
             "quantization": ("mean", "sum"),
             "q_update": ("procrustes", "paper"),
             "y_update": ("exact", "jacobi"),
             "gbe_init": ("pca", "projection", "random"),
         }
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
+        scale = self._opt("kernel_scale")
+        if scale != "bits" and (isinstance(scale, (str, bool)) or not np.isfinite(scale) or scale <= 0):
+            raise ValueError(f"kernel_scale must be a positive number or 'bits', got {scale!r}")
+        for name in ("perplexity",):
+            if not np.isfinite(self._opt(name)) or self._opt(name) <= 1:
+                raise ValueError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
+        for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
+            if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
+                raise ValueError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -168,6 +228,7 @@ class DMH(BaseHasher):
         H_relaxed = None
         Y = None
         H = None
+        self.rounds_ = [] if self.record_diagnostics else None
         rounds = range(self.n_rounds)
         bar = None
         if self.verbose:
@@ -196,7 +257,9 @@ class DMH(BaseHasher):
                         Y, self.n_bits_, gamma=self.gamma, similarity=self.similarity,
                         quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
                         lr=self.gbe_lr, max_iter=self.gbe_max_iter, tol=self.gbe_tol,
-                        chunk_size=self.chunk_size, rng=rng,
+                        chunk_size=self.chunk_size, rng=rng, perplexity=self._opt("perplexity"),
+                        kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
+                        decorrelation=self._opt("gbe_decorrelation"),
                     )
                     H, H_relaxed = g.codes, g.relaxed
                     history["gbe"].append(g.loss)
@@ -220,8 +283,17 @@ class DMH(BaseHasher):
                 losses, opts[m] = dam.train_net(
                     nets[m], X[m][mask], H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m],
+                    weight_decay=self._opt("dam_weight_decay"),
                 )
                 history[f"dam_{m}"].append(losses)
+            if self.record_diagnostics:
+                self.rounds_.append({
+                    "Y": np.asarray(Y, dtype=np.float32).copy(), "codes": H.copy(),
+                    "gbe_loss": history["gbe"][-1][-1][1] if history["gbe"][-1] else None,
+                    "nets": {m: copy.deepcopy(nets[m].state_dict()) for m in modalities},
+                    "dam_loss": {m: history[f"dam_{m}"][-1][-1] if history[f"dam_{m}"][-1] else None
+                                 for m in modalities},
+                })
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
                     Z = np.zeros((mask.size, self.hidden_size))
