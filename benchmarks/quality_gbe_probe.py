@@ -30,6 +30,9 @@ VARIANTS = {
     "kernel_scale bits": dict(kernel_scale="bits"),
     "balance+decorrelation 1": dict(balance=1.0, decorrelation=1.0),
     "perplexity 30 + scale bits": dict(similarity="perplexity", perplexity=30.0, kernel_scale="bits"),
+    "balance+decorrelation 0.1": dict(balance=0.1, decorrelation=0.1),
+    "perplexity 30 + balance+decorrelation 0.1": dict(similarity="perplexity", perplexity=30.0, balance=0.1,
+                                                      decorrelation=0.1),
 }
 
 
