@@ -22,9 +22,9 @@ __all__ = ["DMH", "PRESETS"]
 #: codes for the same seed); ``"default"`` is the setting chosen by the label-free procedure of
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
-    "paper": dict(perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
+    "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                   dam_weight_decay=0.0),
-    "default": dict(perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
+    "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                     dam_weight_decay=0.0),
 }
 
@@ -63,9 +63,10 @@ class DMH(BaseHasher):
     refresh_features : bool
         Refresh ``z^v`` from the DAM hidden layers after each round (DMH); False keeps the input
         features (DMH-FIX ablation).
-    similarity : {"clip", "shift", "raw", "perplexity"}
-        How S^Y (Eq. 7) stays a distribution when inner products are negative (default "clip"), or
-        ``"perplexity"``: t-SNE's sparse, neighbour-calibrated P over Euclidean distances of Y.
+    similarity : {"clip", "shift", "raw", "perplexity"} or None
+        How S^Y (Eq. 7) stays a distribution when inner products are negative ("clip", the paper
+        preset), or ``"perplexity"``: t-SNE's sparse, neighbour-calibrated P over Euclidean
+        distances of Y. ``None``: the preset's.
     quantization : {"mean", "sum"}
         Scale of the quantisation term: per object (default) or summed as printed in Eq. 11.
     q_update : {"procrustes", "paper"}; y_update : {"exact", "jacobi"}
@@ -123,7 +124,7 @@ class DMH(BaseHasher):
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
-                 complement="lle", binary_embedding="gbe", refresh_features=True, similarity="clip",
+                 complement="lle", binary_embedding="gbe", refresh_features=True, similarity=None,
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
                  neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, verbose=False,
@@ -170,7 +171,9 @@ class DMH(BaseHasher):
     def _opt(self, name):
         """An option's value: as given, or the preset's when ``None``."""
         value = getattr(self, name)
-        return PRESETS[self.preset][name] if value is None else value
+        if value is None and name in PRESETS.get(self.preset, {}):
+            return PRESETS[self.preset][name]
+        return value
 
     def _kernel_scale(self) -> float:
         s = self._opt("kernel_scale")
@@ -201,7 +204,7 @@ class DMH(BaseHasher):
             if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
                 raise ValueError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
         for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
+            if self._opt(name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
                      "neighbour_pool", "chunk_size"):
@@ -274,7 +277,7 @@ class DMH(BaseHasher):
                 t0 = time.perf_counter()
                 if self.binary_embedding == "gbe":
                     g = gbe.fit_gbe(
-                        Y, self.n_bits_, gamma=self.gamma, similarity=self.similarity,
+                        Y, self.n_bits_, gamma=self.gamma, similarity=self._opt("similarity"),
                         quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
                         lr=self.gbe_lr, max_iter=self.gbe_max_iter, tol=self.gbe_tol,
                         chunk_size=self.chunk_size, rng=rng, perplexity=self._opt("perplexity"),
