@@ -150,7 +150,7 @@ def diagnose(model, train: CrossModalData, held=None, query: CrossModalData | No
 
 def format_report(rows: list[dict]) -> str:
     """The per-round report as a markdown table (one line per round)."""
-    head = ["round", "held-out MRR", "GBE balance", "GBE |corr|", "GBE loss", "DAM agree I/T",
+    head = ["round", "held-out MRR", "GBE balance", "GBE mean abs corr", "GBE loss", "DAM agree I/T",
             "MAP Y (paired/img/txt)", "MAP GBE (paired/img/txt)", "MAP net train I>T/T>I", "MAP test I>T/T>I"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
