@@ -28,3 +28,30 @@ def toy_data():
         image=image, text=text, labels=y, train_idx=np.sort(idx[:80]), query_idx=np.sort(idx[80:]),
         database_idx=np.sort(idx[:80]), name="toy",
     )
+
+
+def build_shapes_collection(root: Path, n: int = 48, **kwargs) -> Path:
+    """A small collection of generated shape photos (3 in 4 captioned, plus 4 captions without a
+    photo), CVH 16 bits on pixels-16 image features: seconds to build."""
+    import os
+
+    from dmh.collection import build_collection
+    from dmh.datasets.shapes import make_shapes
+
+    photos, captions = make_shapes(root / "photos", n, caption_ratio=0.75, extra_captions=4)
+    os.replace(captions, root / "captions.csv")
+    settings = {"method": "cvh", "n_bits": 16, "image_model": "pixels-16", "progress": False, "log": lambda m: None}
+    settings.update(kwargs)
+    return build_collection(photos, root / "captions.csv", root / "col", **settings)
+
+
+@pytest.fixture(scope="session")
+def shapes_collection(tmp_path_factory):
+    """A built shapes collection (read-only for tests) and, beside it, ``query.png``: a shape
+    photo that is not in the collection."""
+    from dmh.datasets.shapes import draw_shape
+
+    root = tmp_path_factory.mktemp("shapes")
+    col = build_shapes_collection(root)
+    draw_shape("circle", "red", "centre", rng=123).save(root / "query.png")
+    return col

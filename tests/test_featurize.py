@@ -152,7 +152,7 @@ def test_preprocess_image_geometry():
 def test_cli_featurize_texts_only(tmp_path):
     from click.testing import CliRunner
 
-    from dmh.cli_data import featurize
+    from dmh.cli.data import featurize
 
     texts = tmp_path / "t.csv"
     texts.write_text(

@@ -145,3 +145,55 @@ def check_codes(codes, name: str = "codes", n_bits: int | None = None) -> np.nda
     if not np.isin(arr, (-1, 1)).all():
         raise ValueError(f"{name} must hold only -1 and +1")
     return arr.astype(np.int8)
+
+
+# ------------------------------------------------------------------ hyperparameters
+# One family of checks for every method's hyperparameters: each returns the value in its canonical
+# type or raises a ValueError that names the parameter (and, with ``owner``, the method).
+def _prefix(owner: str | None) -> str:
+    return f"{owner}: " if owner else ""
+
+
+def check_int(value, name: str, *, minimum: int = 1, owner: str | None = None) -> int:
+    """``value`` as an int >= ``minimum`` (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{_prefix(owner)}{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_real(value, name: str, *, low: float = 0.0, low_inclusive: bool = True, high: float | None = None,
+               high_inclusive: bool = True, owner: str | None = None) -> float:
+    """``value`` as a finite float in the interval from ``low`` to ``high`` (None: unbounded)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and bool(np.isfinite(value))
+    if ok:
+        value = float(value)
+        ok = value >= low if low_inclusive else value > low
+        if ok and high is not None:
+            ok = value <= high if high_inclusive else value < high
+    if not ok:
+        lo = "[" if low_inclusive else "("
+        hi = ("]" if high_inclusive else ")") if high is not None else ")"
+        raise ValueError(
+            f"{_prefix(owner)}{name} must be a finite number in {lo}{low}, {'inf' if high is None else high}{hi}, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def check_choice(value, name: str, allowed, *, owner: str | None = None):
+    """``value`` if it is one of ``allowed``."""
+    if value not in tuple(allowed):
+        raise ValueError(f"{_prefix(owner)}{name} must be one of {tuple(allowed)}, got {value!r}")
+    return value
+
+
+def check_random_state(random_state) -> np.random.Generator:
+    """A numpy Generator from ``None``, an int, a Generator or a legacy RandomState (the one way every
+    method turns ``random_state`` into a generator inside ``fit``)."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None or (isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)):
+        return np.random.default_rng(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+    raise ValueError(f"random_state must be None, an integer, a numpy Generator or RandomState, got {random_state!r}")

@@ -22,6 +22,7 @@ from ._atomic import atomic_path
 from ._json import jsonable as _jsonable
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
+from .registry import get_method_class
 
 __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
 
@@ -84,6 +85,26 @@ class BaseHasher(BaseEstimator):
         """Hash codes in {-1, +1} (int8, shape (n, n_bits)) for features ``X`` of one modality."""
         return sign_codes(self.project(X, modality))
 
+    def encode_raw(self, texts=None, images=None, *, image_encoder=None) -> np.ndarray:
+        """Hash codes of raw inputs: ``texts`` (strings) or ``images`` (file paths or PIL images),
+        featurized as the training data were (the model's ``featurizer_``, recorded when it was
+        fitted on a file from ``dmh featurize`` or in a collection). Give exactly one of the two."""
+        if (texts is None) == (images is None):
+            raise ValueError("give exactly one of texts= and images=")
+        featurizer = getattr(self, "featurizer_", None)
+        if featurizer is None:
+            raise ValueError(
+                "this model does not know how its inputs were featurized (it was fitted on features "
+                "not made by dmh featurize); encode features with model.encode(X, modality)"
+            )
+        if texts is not None:
+            if isinstance(texts, str):
+                texts = [texts]
+            return self.encode(featurizer.text_features(texts), modality="text")
+        if isinstance(images, (str, Path)) or hasattr(images, "getpixel"):
+            images = [images]
+        return self.encode(featurizer.image_features(images, encoder=image_encoder), modality="image")
+
     def project(self, X, modality: str) -> np.ndarray:
         """Real-valued outputs before ``sign`` (shape (n, n_bits))."""
         check_is_fitted(self, "n_bits_")
@@ -126,6 +147,9 @@ class BaseHasher(BaseEstimator):
             "n_features": self.n_features_,
             "extra": _jsonable(self._extra_meta()),
         }
+        featurizer = getattr(self, "featurizer_", None)
+        if featurizer is not None:  # how raw inputs become features (dmh.featurizer_spec)
+            meta["featurizer"] = featurizer.to_dict()
         arrays = {k: np.ascontiguousarray(v) for k, v in state.items()}
         arrays[META_KEY] = json_bytes(meta)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
@@ -143,8 +167,6 @@ class BaseHasher(BaseEstimator):
 
 def load_model(path) -> BaseHasher:
     """Load any saved model; the method is read from the file's header."""
-    from .methods import get_method_class
-
     meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model")
     klass = get_method_class(meta["method"])
     params = meta["params"]
@@ -154,4 +176,9 @@ def load_model(path) -> BaseHasher:
     model.n_features_ = {k: int(v) for k, v in meta["n_features"].items()}
     model._set_extra_meta(meta.get("extra", {}))
     model._set_state(state)
+    if meta.get("featurizer"):
+        from .featurizer_spec import FeaturizerSpec
+
+        model.featurizer_ = FeaturizerSpec.from_dict(meta["featurizer"], f"{path} (featurizer)")
+        model.featurizer_.warn_if_unavailable(str(path))
     return model

@@ -1,21 +1,52 @@
-"""The evaluation protocol: train on a (semi-)paired training set, encode queries and database with
-the learned hash functions, and score image->text and text->image Hamming ranking.
+"""The evaluation protocol and its one cell loop, used by ``dmh evaluate`` and ``dmh reproduce``.
 
-Every method in one call sees identical data: for each seed and paired ratio, one semi-paired
-training set is made (:func:`dmh.make_semi_paired`) and shared by all methods and bit lengths.
+Train on a (semi-)paired training set, encode queries and database with the learned hash
+functions, score image->text and text->image Hamming ranking. A *cell* is one fit: dataset, method
+(with its full parameters), bit length, paired ratio and seed (the seed makes the semi-paired
+training set and seeds the method). For each dataset, seed and paired ratio, one semi-paired
+training set (:func:`dmh.make_semi_paired`) is made and shared by the consecutive cells that use it.
+
+Every cell has one key (:func:`cell_key`): the canonical JSON of the dataset's fingerprint (its
+source path, file size and a hash of its arrays), its split, the pairing seed, the method and its
+full parameters (defaults included), the bit length and the label it is shown under. A finished
+cell is reused (``evaluate --resume``, ``reproduce`` into the same folder or with ``--reuse``) only
+on an exact key match.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
+import numpy as np
+
+from ._json import jsonable
 from .data import CrossModalData, make_semi_paired
-from .methods import get_method_class
+from .records import TASKS
+from .registry import get_method_class
 
-__all__ = ["TASKS", "evaluate_model", "run_evaluation"]
+__all__ = [
+    "TASKS",
+    "cell_key",
+    "data_fingerprint",
+    "evaluate_model",
+    "fit_cell",
+    "full_params",
+    "label_prior_map",
+    "make_cell",
+    "plan_evaluation",
+    "run_cells",
+    "reusable_cells",
+    "run_evaluation",
+]
 
-TASKS = ("image->text", "text->image")
+#: the parameters a cell sets itself (every other one is part of the cell's ``params``)
+_CELL_PARAMS = ("n_bits", "random_state")
+#: the fields of a cell that make up its key
+KEY_FIELDS = ("dataset", "data", "split", "label", "method", "params", "n_bits", "paired_ratio", "seed")
 
 
 def _score(query_codes, database_codes, query_labels, database_labels) -> dict:
@@ -38,6 +69,250 @@ def evaluate_model(model, query: CrossModalData, database: CrossModalData) -> di
     return out
 
 
+def label_prior_map(data: CrossModalData) -> float:
+    """Expected MAP of a random ranking: about the mean share of relevant database items per query
+    (the floor any method's MAP is to be read against)."""
+    from .metrics import relevance
+
+    q, db = data.query(), data.database()
+    return float(relevance(q.labels, db.labels).mean(axis=1).mean())
+
+
+# ---------------------------------------------------------------------------------- cell keys
+def _hash_arrays(arrays: Iterable) -> str:
+    h = hashlib.sha256()
+    for arr in arrays:
+        if arr is None:
+            h.update(b"none;")
+            continue
+        arr = np.ascontiguousarray(arr)
+        h.update(f"{arr.dtype.str}{arr.shape};".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def _source_file(source: str) -> Path | None:
+    """The file a data source string reads (``PATH`` or ``BENCHMARK:PATH``), None for built-ins."""
+    for candidate in (source, source.split(":", 1)[-1]):
+        path = Path(candidate)
+        if path.is_file():
+            return path.resolve()
+    return None
+
+
+def data_fingerprint(data: CrossModalData, source: str) -> dict:
+    """What identifies a dataset in a cell key: ``{"source", "size", "sha256", "split"}``.
+
+    ``source`` is how the data were named (a file, ``builtin:NAME``, ``BENCHMARK:PATH``); a file is
+    given by its resolved path and its size in bytes. ``sha256`` hashes the features, masks and
+    labels; ``split`` hashes the train/query/database indices.
+    """
+    path = _source_file(str(source))
+    return {
+        "source": str(path) if path is not None else str(source),
+        "size": path.stat().st_size if path is not None else None,
+        "sha256": _hash_arrays((data.image, data.text, data.image_mask, data.text_mask, data.labels)),
+        "split": _hash_arrays((data.train_idx, data.query_idx, data.database_idx)),
+    }
+
+
+def full_params(method: str, params: dict | None = None) -> dict:
+    """Every hyperparameter of ``method`` with ``params`` applied over its defaults (the cell's
+    ``n_bits`` and ``random_state`` excluded); unknown names fail here, before any work."""
+    klass = get_method_class(method)
+    defaults = klass().get_params(deep=False)
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(defaults)}")
+    out = {k: v for k, v in defaults.items() if k not in _CELL_PARAMS}
+    out.update({k: v for k, v in params.items() if k not in _CELL_PARAMS})
+    return jsonable(out)
+
+
+def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_bits: int, paired_ratio: float,
+              seed: int, label: str | None = None, grid: dict | None = None, source: str | None = None) -> dict:
+    """A cell with its full parameters and its key (``cell["key"]``)."""
+    cell = {
+        "dataset": dataset,
+        "source": source if source is not None else fingerprint["source"],
+        "data": {k: v for k, v in fingerprint.items() if k != "split"},
+        "split": fingerprint["split"],
+        "label": label if label is not None else method,
+        "method": method,
+        "params": full_params(method, params),
+        "grid": dict(grid or {}),
+        "n_bits": int(n_bits),
+        "paired_ratio": float(paired_ratio),
+        "seed": int(seed),
+    }
+    cell["key"] = cell_key(cell)
+    return cell
+
+
+def cell_key(cell: dict) -> str:
+    """Canonical JSON of everything that determines a cell's result (see the module docstring)."""
+    missing = [k for k in KEY_FIELDS if k not in cell]
+    if missing:
+        raise ValueError(f"a cell needs {list(KEY_FIELDS)} for its key; this one lacks {missing} (see make_cell)")
+    ident = {k: cell[k] for k in KEY_FIELDS}
+    return json.dumps(jsonable(ident), sort_keys=True, separators=(",", ":"))
+
+
+# -------------------------------------------------------------------------------- the cell loop
+def _history(model) -> dict | None:
+    hist = getattr(model, "history_", None)
+    if not isinstance(hist, dict):
+        return None
+    return {
+        "cle": [list(map(float, h)) for h in hist.get("cle", [])],
+        "gbe": [[[int(it), float(v)] for it, v in h] for h in hist.get("gbe", [])],
+        "dam_image": [list(map(float, h)) for h in hist.get("dam_image", [])],
+        "dam_text": [list(map(float, h)) for h in hist.get("dam_text", [])],
+        "time": hist.get("time", []),
+    }
+
+
+def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_history: bool = False) -> dict:
+    """Fit one cell on ``train``, score it on ``data``'s query and database sets; returns the
+    finished cell ``{"key", "cell", "records", "fit_seconds"[, "history"]}`` (one record per task)."""
+    klass = get_method_class(cell["method"])
+    model = klass(n_bits=cell["n_bits"], random_state=cell["seed"], **cell["params"])
+    t0 = time.perf_counter()
+    model.fit(train)
+    fit_s = time.perf_counter() - t0
+    scores = evaluate_model(model, data.query(), data.database())
+    records = []
+    for task, sc in scores.items():
+        records.append(
+            {
+                "dataset": cell["dataset"],
+                "method": cell["label"],
+                "base_method": cell["method"],
+                "params": cell["params"],
+                "grid": cell["grid"],
+                "n_bits": cell["n_bits"],
+                "paired_ratio": cell["paired_ratio"],
+                "seed": cell["seed"],
+                "task": task,
+                **sc,
+                "fit_seconds": round(fit_s, 3),
+                "n_train": train.n_objects,
+                "n_paired": train.n_paired,
+                "cell_key": cell["key"],
+            }
+        )
+    entry = {"key": cell["key"], "cell": cell, "records": jsonable(records), "fit_seconds": round(fit_s, 3)}
+    if keep_history:
+        entry["history"] = jsonable(_history(model))
+    return entry
+
+
+def run_cells(
+    cells: Sequence[dict],
+    datasets: dict[str, CrossModalData],
+    *,
+    on_entry: Callable[[dict], None] | None = None,
+    keep_history: bool = False,
+    echo: Callable[[str], None] | None = None,
+    progress: bool = False,
+) -> list[dict]:
+    """The one cell loop: fit and score every cell (in order; consecutive cells of one dataset,
+    seed and paired ratio share their semi-paired training set). ``on_entry`` gets each finished
+    cell as soon as it exists (to save it); ``echo`` a line per cell; ``progress`` shows a bar.
+    Returns the finished cells."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(cells), desc="evaluate", unit="fit")
+    cache: dict = {}
+    entries = []
+    for i, cell in enumerate(cells, 1):
+        data = datasets[cell["dataset"]]
+        key = (cell["dataset"], cell["seed"], cell["paired_ratio"])
+        if key not in cache:
+            cache.clear()
+            cache[key] = make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])
+        grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
+        line = (f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, "
+                f"seed {cell['seed']}")
+        if echo is not None:
+            echo(f"[{i}/{len(cells)}] {cell['dataset']} {line}")
+        if bar is not None:
+            bar.set_postfix_str(line)
+        entry = fit_cell(cell, data, cache[key], keep_history)
+        entries.append(entry)
+        if on_entry is not None:
+            on_entry(entry)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return entries
+
+
+def reusable_cells(cells: Sequence[dict], records: Sequence[dict], where: str = "the results file"):
+    """Which finished cells of earlier ``records`` this run may reuse: ``({key: records}, lines)``.
+
+    A cell is reused only when its records carry exactly the key of a planned cell and hold both
+    tasks. ``lines`` say how many were reused and why the others were not (other data, split or
+    parameters; records of an older dmh without a cell key); those records are not kept.
+    """
+    planned = {c["key"] for c in cells}
+    by_key: dict[str, list[dict]] = {}
+    no_key = 0
+    for rec in records:
+        key = rec.get("cell_key") if isinstance(rec, dict) else None
+        if key is None:
+            no_key += 1
+        else:
+            by_key.setdefault(key, []).append(rec)
+    reuse = {k: v for k, v in by_key.items() if k in planned and {r.get("task") for r in v} >= set(TASKS)}
+    partial = sum(1 for k in by_key if k in planned and k not in reuse)
+    other = sum(1 for k in by_key if k not in planned)
+    lines = [f"Resuming: {len(reuse)} of {len(cells)} cell(s) reused from {where} (same cell key)"]
+    if other:
+        lines.append(f"{other} finished cell(s) in {where} differ from this run (data file, split, method, "
+                     "parameters, bits, paired ratio or seed): not reused, not kept")
+    if partial:
+        lines.append(f"{partial} cell(s) in {where} lack a task's record: fitted again")
+    if no_key:
+        lines.append(f"{no_key} record(s) in {where} carry no cell key (written by an older dmh): "
+                     "not reused, not kept")
+    return reuse, lines
+
+
+# --------------------------------------------------------------------------- dmh evaluate's plan
+def plan_evaluation(
+    data: CrossModalData,
+    source: str,
+    methods: Sequence[str] = ("dmh",),
+    bits: Sequence[int] = (16, 32, 64, 128),
+    paired_ratios: Sequence[float] = (1.0, 0.5),
+    seeds: Sequence[int] = (0,),
+    method_params: dict[str, dict] | None = None,
+    dataset: str = "data",
+) -> list[dict]:
+    """The cells of one evaluation, ordered seed, paired ratio, method, bits. ``source`` names the
+    data (a file path or a built-in name) in the cells' keys; ``dataset`` is the name records carry."""
+    if not data.has_split:
+        raise ValueError("data need train_idx, query_idx and database_idx (see CrossModalData.with_split)")
+    data.require_labels()
+    method_params = method_params or {}
+    for name in methods:  # unknown names and parameters fail before any work
+        full_params(name, method_params.get(name))
+    for r in paired_ratios:
+        if not 0.0 < float(r) <= 1.0:
+            raise ValueError(f"paired ratio must lie in (0, 1], got {r}")
+    fingerprint = data_fingerprint(data, source)
+    return [
+        make_cell(dataset=dataset, fingerprint=fingerprint, method=m, params=method_params.get(m, {}), n_bits=b,
+                  paired_ratio=r, seed=s)
+        for s in seeds for r in paired_ratios for m in methods for b in bits
+    ]
+
+
 def run_evaluation(
     data: CrossModalData,
     methods: Sequence[str] = ("dmh",),
@@ -48,62 +323,27 @@ def run_evaluation(
     on_record: Callable[[dict], None] | None = None,
     done: set | None = None,
     progress: bool = False,
+    source: str = "data",
 ) -> list[dict]:
     """Fit and score every (seed, paired ratio, method, bit length) cell.
 
     ``data`` needs a split and labels. ``method_params`` maps a method name to extra keyword
     arguments. ``on_record`` is called with each result record as soon as it exists (for writing
-    partial results); cells whose ``(method, n_bits, paired_ratio, seed)`` is in ``done`` are skipped
-    (to resume an interrupted run). Returns the list of records, one per cell and task.
+    partial results); cells whose key (:func:`cell_key`) is in ``done`` are skipped (to resume an
+    interrupted run; a ``(method, n_bits, paired_ratio, seed)`` tuple in ``done``, as earlier
+    versions took, skips that cell too). ``source`` names the data in the cells' keys. Returns the
+    list of records, one per cell and task.
     """
-    if not data.has_split:
-        raise ValueError("data need train_idx, query_idx and database_idx (see CrossModalData.with_split)")
-    data.require_labels()
-    method_params = method_params or {}
-    classes = {m: get_method_class(m) for m in methods}  # unknown names fail before any work
-    for r in paired_ratios:
-        if not 0.0 < float(r) <= 1.0:
-            raise ValueError(f"paired ratio must lie in (0, 1], got {r}")
-    query, database, train_full = data.query(), data.database(), data.train()
-    cells = [(s, r, m, b) for s in seeds for r in paired_ratios for m in methods for b in bits]
-    cells = [c for c in cells if done is None or (c[2], int(c[3]), float(c[1]), int(c[0])) not in done]
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    name = data.name or "data"
+    cells = plan_evaluation(data, source, methods, bits, paired_ratios, seeds, method_params, dataset=name)
+    done = set(done or ())
+    cells = [c for c in cells
+             if c["key"] not in done and (c["method"], c["n_bits"], c["paired_ratio"], c["seed"]) not in done]
 
-        bar = tqdm(total=len(cells), desc="evaluate", unit="fit")
-    records = []
-    train_cache: dict = {}
-    for seed, ratio, name, n_bits in cells:
-        key = (seed, ratio)
-        if key not in train_cache:
-            train_cache.clear()
-            train_cache[key] = make_semi_paired(train_full, float(ratio), random_state=int(seed))
-        train = train_cache[key]
-        if bar is not None:
-            bar.set_postfix_str(f"{name} {n_bits} bits, paired {ratio:g}, seed {seed}")
-        model = classes[name](n_bits=int(n_bits), random_state=int(seed), **method_params.get(name, {}))
-        t0 = time.perf_counter()
-        model.fit(train)
-        fit_s = time.perf_counter() - t0
-        scores = evaluate_model(model, query, database)
-        for task, sc in scores.items():
-            rec = {
-                "method": name,
-                "n_bits": int(n_bits),
-                "paired_ratio": float(ratio),
-                "seed": int(seed),
-                "task": task,
-                **sc,
-                "fit_seconds": round(fit_s, 3),
-                "n_train": train.n_objects,
-                "n_paired": train.n_paired,
-            }
-            records.append(rec)
+    def on_entry(entry):
+        for rec in entry["records"]:
             if on_record is not None:
                 on_record(rec)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    return records
+
+    entries = run_cells(cells, {name: data}, on_entry=on_entry, progress=progress)
+    return [rec for e in entries for rec in e["records"]]

@@ -589,13 +589,19 @@ def featurize(
 def write_featurized(data: CrossModalData, report: FeaturizeReport, output) -> tuple[Path, Path]:
     """Write the data (:func:`dmh.io.save_data`, ``.npz`` or ``.mat``) and, beside it,
     ``<stem>.featurize.json`` with the row ids, label names, vocabulary and what was skipped.
-    Both atomically. Returns the two paths."""
+    The featurizer settings (:class:`dmh.featurizer_spec.FeaturizerSpec`) go into both (``.npz``
+    key ``__featurizer__``, JSON entry ``featurizer``), so a model fitted on the file can featurize
+    raw inputs. Both atomically. Returns the two paths."""
+    from .featurizer_spec import FEATURIZER_KEY, FeaturizerSpec
     from .io import save_data
 
     output = Path(output)
     side = output.with_name(output.stem + ".featurize.json")
-    save_data(data, output)
-    atomic_write_text(
-        side, json.dumps({"summary": report.summary(data), **report.to_dict()}, indent=1) + "\n"
-    )
+    spec = FeaturizerSpec.from_report(report)
+    extra = {FEATURIZER_KEY: spec.to_json_array()} if spec is not None else None
+    save_data(data, output, extra=extra)
+    payload = {"summary": report.summary(data), **report.to_dict()}
+    if spec is not None:
+        payload["featurizer"] = spec.to_dict()
+    atomic_write_text(side, json.dumps(payload, indent=1) + "\n")
     return output, side

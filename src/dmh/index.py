@@ -29,12 +29,17 @@ from __future__ import annotations
 
 import json
 import numbers
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
+from .hamming import check_pm1 as _check_pm1
+from .hamming import hamming_words as _hamming_words
+from .hamming import pack_codes, unpack_codes
+from .hamming import to_words as _to_words
 
 __all__ = [
     "HammingIndex",
@@ -51,84 +56,6 @@ CODES_FORMAT_VERSION = 1
 _BACKENDS = ("auto", "numpy", "faiss")
 #: query-database pairs held in memory at once by the numpy backend
 _PAIR_BUDGET = 1 << 22
-
-
-# ---------------------------------------------------------------------------------------- bits
-def pack_codes(codes) -> np.ndarray:
-    """``{-1, +1}`` codes ``(n, n_bits)`` -> packed ``uint8`` ``(n, ceil(n_bits / 8))``.
-
-    ``+1`` is a set bit; bit ``j`` lands in byte ``j // 8`` at position ``j % 8``. A trailing
-    partial byte is zero-padded (padding bits are 0 in every code: distances are unchanged).
-    """
-    arr = _check_pm1(codes, "codes")
-    return np.packbits(arr > 0, axis=1, bitorder="little")
-
-
-def unpack_codes(packed, n_bits: int) -> np.ndarray:
-    """Packed ``uint8`` codes -> ``{-1, +1}`` int8 ``(n, n_bits)``; undoes :func:`pack_codes`."""
-    packed = np.asarray(packed)
-    if packed.ndim != 2 or packed.dtype != np.uint8:
-        raise ValueError(
-            f"packed codes must be a 2-D uint8 array, got {packed.dtype} {packed.shape}"
-        )
-    if packed.shape[1] * 8 < n_bits:
-        raise ValueError(f"packed codes have {packed.shape[1]} bytes, too few for {n_bits} bits")
-    bits = np.unpackbits(packed, axis=1, count=n_bits, bitorder="little")
-    return np.where(bits > 0, 1, -1).astype(np.int8)
-
-
-def _check_pm1(codes, name: str) -> np.ndarray:
-    arr = np.asarray(codes)
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n x n_bits), got shape {arr.shape}")
-    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) or np.iscomplexobj(arr):
-        raise TypeError(f"{name} must be a numeric array of -1/+1, got dtype {arr.dtype}")
-    if arr.dtype == np.bool_ or not np.isin(arr, (-1, 1)).all():
-        raise ValueError(
-            f"{name} must hold only -1 and +1 (shape {arr.shape}, dtype {arr.dtype}); "
-            "0/1 bits are ambiguous: map them with 2 * bits - 1"
-        )
-    return arr
-
-
-def _to_words(packed: np.ndarray) -> np.ndarray:
-    """Packed uint8 ``(n, code_size)`` -> zero-padded uint64 words ``(n, ceil(code_size / 8))``."""
-    n, size = packed.shape
-    n_words = max(1, -(-size // 8))
-    buf = np.zeros((n, n_words * 8), dtype=np.uint8)
-    buf[:, :size] = packed
-    return buf.view(np.uint64)
-
-
-if hasattr(np, "bitwise_count"):  # numpy >= 2
-
-    def _popcount_into(words: np.ndarray, out: np.ndarray) -> np.ndarray:
-        return np.bitwise_count(words, out=out)
-
-else:  # pragma: no cover - numpy 1.26
-    _BYTE_POP = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
-
-    def _popcount_into(words: np.ndarray, out: np.ndarray) -> np.ndarray:
-        b = words.view(np.uint8).reshape(*words.shape, 8)
-        out[...] = _BYTE_POP[b].sum(axis=-1, dtype=out.dtype)
-        return out
-
-
-def _hamming_words(q_words: np.ndarray, d_words: np.ndarray, n_bits: int) -> np.ndarray:
-    """Hamming distances ``(n_q, n_d)`` between word-packed codes; uint8 if ``n_bits < 256``."""
-    dtype = np.uint8 if n_bits < 256 else np.uint16
-    n_q, n_d = q_words.shape[0], d_words.shape[0]
-    xor = np.empty((n_q, n_d), dtype=np.uint64)
-    out = np.zeros((n_q, n_d), dtype=dtype)
-    tmp = np.empty((n_q, n_d), dtype=np.uint8) if q_words.shape[1] > 1 else out
-    for w in range(q_words.shape[1]):
-        np.bitwise_xor(q_words[:, w, None], d_words[None, :, w], out=xor)
-        if tmp is out:
-            _popcount_into(xor, out)
-        else:
-            _popcount_into(xor, tmp)
-            out += tmp
-    return out
 
 
 def available_backends() -> list[str]:
@@ -536,25 +463,24 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     and optionally ``ids`` is accepted.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"code file not found: {path}")
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise ValueError(f"{path} is not a code file (.npz): {exc}") from exc
-    if not hasattr(archive, "files"):
-        raise ValueError(
-            f"{path} is not a code file: expected an .npz archive with a 'codes' array"
-        )
-    with archive:
-        if "codes" not in archive.files:
-            raise ValueError(f"{path} has no 'codes' array (it holds {sorted(archive.files)})")
-        if META_KEY in archive.files:
-            kind = json.loads(archive[META_KEY].tobytes().decode("utf-8")).get("format")
-            if kind != "dmh-codes":
-                raise ValueError(f"{path} is a {kind} file, not a code file (from dmh encode)")
-        codes = archive["codes"]
-        ids = archive["ids"] if "ids" in archive.files else None
+    kind = _header_format(path)
+    if kind is not None:  # a dmh archive: read and checked by the reader every dmh file goes through
+        if kind != "dmh-codes":
+            raise ValueError(f"{path} is a {kind} file, not a code file (from dmh encode)")
+        _, arrays = read_archive(path, "dmh-codes", CODES_FORMAT_VERSION, "code")
+    else:  # a plain .npz written by other tools
+        if not path.exists():
+            raise FileNotFoundError(f"code file not found: {path}")
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                arrays = {k: archive[k] for k in archive.files}
+        except Exception as exc:
+            raise ValueError(
+                f"{path} is not a code file: expected an .npz archive with a 'codes' array ({exc})"
+            ) from exc
+    if "codes" not in arrays:
+        raise ValueError(f"{path} has no 'codes' array (it holds {sorted(arrays)})")
+    codes, ids = arrays["codes"], arrays.get("ids")
     codes = _check_pm1(codes, f"codes in {path}").astype(np.int8)
     if ids is None:
         ids = np.arange(codes.shape[0], dtype=np.int64)
@@ -564,3 +490,21 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     if ids.size and not np.issubdtype(ids.dtype, np.integer):
         raise TypeError(f"{path}: ids must be integers, got dtype {ids.dtype}")
     return codes, ids.astype(np.int64)
+
+
+def _header_format(path: Path) -> str | None:
+    """The ``format`` named in the JSON header of an ``.npz`` archive; None when the file is not a zip
+    archive or has no header (read from the zip directory, without loading the arrays)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if f"{META_KEY}.npy" not in zf.namelist():
+                return None
+            with zf.open(f"{META_KEY}.npy") as fh:
+                header = np.lib.format.read_array(fh, allow_pickle=False)
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
+    try:
+        meta = json.loads(header.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return str(meta.get("format")) if isinstance(meta, dict) else None

@@ -119,7 +119,7 @@ def _from_generic(arrays, path, name) -> CrossModalData:
         if key not in arrays:
             what = "n x d_img image" if key == "image" else "n x d_txt text"
             raise KeyError(f"{path} lacks the key {key!r} ({what} features)")
-    unknown = sorted(set(arrays) - set(GENERIC_KEYS))
+    unknown = sorted(k for k in set(arrays) - set(GENERIC_KEYS) if not k.startswith("__"))
     if unknown:
         raise KeyError(f"{path} has unknown keys {unknown}; the generic layout knows {list(GENERIC_KEYS)}")
     kwargs = {k: arrays[k] for k in GENERIC_KEYS if k in arrays}
@@ -187,10 +187,15 @@ def _from_toolkit(arrays, path, name) -> CrossModalData:
     )
 
 
-def save_data(data: CrossModalData, path) -> Path:
-    """Write ``data`` in the generic layout, atomically. ``.npz`` (compressed) or ``.mat`` (v5)."""
+def save_data(data: CrossModalData, path, *, extra: dict | None = None) -> Path:
+    """Write ``data`` in the generic layout, atomically. ``.npz`` (compressed) or ``.mat`` (v5).
+
+    ``extra``: more arrays for an ``.npz`` file, named ``__*__`` (e.g. ``__featurizer__``); readers
+    of the generic layout ignore such keys."""
     path = Path(path)
     arrays = {"image": data.image, "text": data.text, "image_mask": data.image_mask, "text_mask": data.text_mask}
+    if extra and path.suffix.lower() == ".npz":
+        arrays.update({k: v for k, v in extra.items() if k.startswith("__")})
     if data.labels is not None:
         arrays["labels"] = data.labels
     for key in ("train_idx", "query_idx", "database_idx"):

@@ -71,6 +71,10 @@ query-database pairs at a time), so memory is O(chunk x n_database), independent
 queries. Distances are XOR + popcount over 64-bit words; the position-tie-broken ranking is a
 stable radix sort of the small-integer distances; every metric that needs only how many items
 (and how many relevant ones) sit at each distance uses those per-distance counts.
+
+This module is longer than ~500 lines on purpose: every metric shares the one pass over the ranked
+distances (``_scan``) and its per-distance buckets, and splitting them would separate each metric
+from the engine that computes it.
 """
 
 from __future__ import annotations
@@ -83,7 +87,10 @@ from scipy.special import digamma
 
 from ._validation import check_codes
 from .data import label_matrix
-from .index import _hamming_words, _popcount_into, _to_words
+from .hamming import code_words as _words
+from .hamming import hamming_words as _hamming_words
+from .hamming import popcount_into as _popcount_into
+from .hamming import to_words as _to_words
 
 __all__ = [
     "hamming_distance",
@@ -114,10 +121,6 @@ def _code_pair(query_codes, database_codes):
     if q.shape[1] == 0:
         raise ValueError("codes have 0 bits")
     return q, d
-
-
-def _words(codes: np.ndarray) -> np.ndarray:
-    return _to_words(np.packbits(codes > 0, axis=1, bitorder="little"))
 
 
 def hamming_distance(query_codes, database_codes) -> np.ndarray:
@@ -411,7 +414,14 @@ def mean_average_precision(
     top_k: int | None = None,
     chunk_size: int = 256,
 ) -> float:
-    """MAP over the whole database (``top_k=None``) or MAP@k; see the module docstring."""
+    """MAP over the whole database (``top_k=None``) or MAP@k; see the module docstring.
+
+    For one query, rank the database by Hamming distance (ties by database position) and let
+    ``p_1 < p_2 < ...`` be the 0-based ranked positions of its ``R`` relevant items:
+    ``AP = (1 / R) * sum_m m / (p_m + 1)`` (0 when ``R = 0``); MAP is the mean of AP over queries.
+    That sum is the one line ``contrib = ranks[:n_rel] / (pos + 1.0)`` of :func:`_scan`, which
+    computes every ranking metric in one pass over the queries.
+    """
     return float(
         average_precisions(query_codes, database_codes, query_labels, database_labels, top_k, chunk_size).mean()
     )

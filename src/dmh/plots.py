@@ -2,8 +2,8 @@
 
 One figure per code length and curve kind, one panel per task (image->text, text->image), one line
 per method and pairing ratio, labelled like the DMH paper's figures (``"DMH (50%)"``; see
-:func:`dmh.report.method_label`). Curves are averaged over seeds. Records are those of
-:mod:`dmh.report` holding the curves of :func:`dmh.metrics.evaluate_retrieval`.
+:func:`dmh.records.method_label`). Curves are averaged over seeds. Records are those of
+:mod:`dmh.records` holding the curves of :func:`dmh.metrics.evaluate_retrieval`.
 
 matplotlib is imported only when a figure is drawn, and only its object-oriented API with the Agg
 canvas is used (no pyplot, no global backend switch).
@@ -11,6 +11,7 @@ canvas is used (no pyplot, no global backend switch).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -18,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from ._atomic import atomic_path
-from .report import TASKS, _labels, check_records
+from .records import TASKS, check_records, method_labels
 
-__all__ = ["plot_topn", "plot_pr", "plot_curves", "mean_curves"]
+__all__ = ["plot_topn", "plot_pr", "plot_curves", "mean_curves", "new_figure", "save_figure"]
 
 _TASK_TITLE = {"image->text": "Image → Text", "text->image": "Text → Image"}
 _MARKERS = "os^Dv<>ph*x+"
@@ -37,7 +38,7 @@ def mean_curves(records, kind: str, n_bits: int) -> dict:
     kinds x = recall and y = precision (points where precision is undefined are dropped).
     """
     records = check_records(records)
-    labels = _labels(records)
+    labels = method_labels(records)
     groups = defaultdict(list)
     for rec in records:
         if int(rec["n_bits"]) == n_bits and isinstance(rec.get(kind), dict):
@@ -63,14 +64,28 @@ def mean_curves(records, kind: str, n_bits: int) -> dict:
     return out
 
 
-def _figure(curves, xlabel, ylabel, title):
+def new_figure(n_panels: int, width: float = 5.0, height: float = 4.0, rows: int = 1):
+    """A figure of ``n_panels`` axes (``rows`` rows) on the Agg canvas: ``(figure, flat axes)``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    tasks = [t for t in TASKS if curves.get(t)]
-    fig = Figure(figsize=(5.0 * len(tasks), 4.0), layout="constrained")
+    cols = math.ceil(n_panels / rows)
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    return fig, fig.subplots(rows, cols, squeeze=False).ravel()
+
+
+def save_figure(fig, path, dpi: int = 120) -> Path:
+    """Write ``fig`` as PNG to ``path``, atomically."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi)
+    return path
+
+
+def _figure(curves, xlabel, ylabel, title):
+    tasks = [t for t in TASKS if curves.get(t)]
+    fig, axes = new_figure(len(tasks))
     for ax, task in zip(axes, tasks, strict=True):
         for j, (label, x, y) in enumerate(curves[task]):
             ax.plot(
@@ -84,19 +99,12 @@ def _figure(curves, xlabel, ylabel, title):
     return fig
 
 
-def _save(fig, path) -> Path:
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    return path
-
-
 def plot_topn(records, path, n_bits: int) -> Path | None:
     """TopN-precision curves at ``n_bits``, one panel per task; ``None`` if no record has them."""
     curves = mean_curves(records, "topn", n_bits)
     if not any(curves.values()):
         return None
-    return _save(
+    return save_figure(
         _figure(curves, "N (number of retrieved items)", "Precision", f"{n_bits} bits"), path
     )
 
@@ -111,7 +119,7 @@ def plot_pr(records, path, n_bits: int, form: str = "pooled") -> Path | None:
     if not any(curves.values()):
         return None
     title = f"{n_bits} bits" + (" (per-query mean)" if form == "per_query" else "")
-    return _save(_figure(curves, "Recall", "Precision", title), path)
+    return save_figure(_figure(curves, "Recall", "Precision", title), path)
 
 
 def plot_curves(records, out_dir) -> dict[str, Path]:

@@ -33,11 +33,11 @@ import warnings
 import numpy as np
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 
+from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ._utils_a import LinearHashMixin, centre, check_int, check_nonnegative, check_positive
+from .fitting import LinearHashMixin, centre
 
 __all__ = ["CMFH", "cmfh_objective", "update_U", "update_V", "update_P"]
 
@@ -136,13 +136,11 @@ class CMFH(LinearHashMixin, BaseHasher):
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        lambda_ = check_nonnegative(self.lambda_, "lambda_", name)
-        if lambda_ > 1:
-            raise ValueError(f"{name}: lambda_ must lie in [0, 1], got {self.lambda_!r}")
-        mu = check_positive(self.mu, "mu", name)
-        gamma = check_positive(self.gamma, "gamma", name)
-        max_iter = check_int(self.max_iter, "max_iter", name)
-        tol = check_nonnegative(self.tol, "tol", name)
+        lambda_ = check_real(self.lambda_, "lambda_", high=1.0, owner=name)
+        mu = check_real(self.mu, "mu", low_inclusive=False, owner=name)
+        gamma = check_real(self.gamma, "gamma", low_inclusive=False, owner=name)
+        max_iter = check_int(self.max_iter, "max_iter", owner=name)
+        tol = check_real(self.tol, "tol", owner=name)
         rng = check_random_state(self.random_state)
         k = self.n_bits_
         paired = data.paired_mask

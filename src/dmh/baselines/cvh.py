@@ -21,7 +21,7 @@ with ``C`` the covariances of the centred views: the eigenvalues are ``2 (1 - rh
 canonical correlations ``rho``; CVH for two views is CCA (as the paper notes).
 
 Choices where the paper is silent, or that I could not check against it (see
-``docs/baselines_cvh_imh_cmfh.md``):
+``docs/baselines.md``):
 
 * ``reg``: a ridge ``r_k I`` added to each view's covariance ``C_kk`` *wherever it appears* (both
   sides of the eigenproblem: regularised CCA). ``r_k = reg * trace(C_kk) / d_k`` is relative to the
@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
-from sklearn.utils import check_random_state
 
+from .._validation import check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ._utils_a import LinearHashMixin, centre, check_nonnegative, fix_column_signs
+from .fitting import LinearHashMixin, centre
+from .spectral import fix_column_signs
 
 __all__ = ["CVH", "cvh_eigenproblem"]
 
@@ -114,7 +115,7 @@ class CVH(LinearHashMixin, BaseHasher):
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        reg = check_nonnegative(self.reg, "reg", name)
+        reg = check_real(self.reg, "reg", owner=name)
         check_random_state(self.random_state)  # validated for the common interface; unused
         k = self.n_bits_
         paired = data.paired_mask

@@ -28,7 +28,7 @@ graph term of modality ``v``. Hash functions: ``h^v(x) = sign(x W^v)``.
 
 Preprocessing: every sample scaled to unit norm, then centred with the training mean (as in the
 authors' public re-implementation's demo). Where the paper could not be checked (the form of the
-fusion similarity, the kernel width, the weight update), see ``docs/baselines_lssh_stmh_fsh.md``.
+fusion similarity, the kernel width, the weight update), see ``docs/baselines.md``.
 """
 
 from __future__ import annotations
@@ -38,16 +38,10 @@ from scipy.linalg import solve
 from sklearn.cluster import KMeans
 from sklearn.metrics import pairwise_distances
 
+from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ._common import (
-    check_int,
-    check_real,
-    l2_normalize_rows,
-    make_rng,
-    paired_views,
-    warn_not_converged,
-)
+from .fitting import l2_normalize_rows, paired_views, warn_not_converged
 
 __all__ = ["FSH", "fsh_objective", "fusion_similarity", "knn_uniform"]
 
@@ -154,7 +148,7 @@ class FSH(BaseHasher):
         l_, s = self._check_params()
         c = self.n_bits_
         Xi, Xt = paired_views(data, "FSH", l_, f"it places n_anchors={l_} anchors among them")
-        rng = make_rng(self.random_state)
+        rng = check_random_state(self.random_state)
         Xi = l2_normalize_rows(Xi)
         Xt = l2_normalize_rows(Xt)
         self.image_mean_ = Xi.mean(axis=0)

@@ -19,7 +19,7 @@ for fixed ``Y^(1)`` gives ``Y^(2) = E Y^(1)``; what remains is ``min Tr(Y^(1)T C
 ``Y^(1)T Y^(1) = I``: the ``n_bits`` smallest eigenvectors of ``C``. Codes of new objects are
 ``sign((x - mean^(g)) W^(g))``.
 
-Implementation notes (see ``docs/baselines_cvh_imh_cmfh.md``):
+Implementation notes (see ``docs/baselines.md``):
 
 * ``U = mu I`` on the paired objects. The inter-media block of ``C`` is computed in a form that is
   stable for large ``mu`` (``mu = inf`` is the hard constraint ``y_i^(1) = y_i^(2)``):
@@ -38,20 +38,12 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
-from sklearn.utils import check_random_state
 
+from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ._utils_a import (
-    LinearHashMixin,
-    centre,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    fix_column_signs,
-    knn_heat_affinity,
-    laplacian,
-)
+from .fitting import LinearHashMixin, centre
+from .spectral import fix_column_signs, knn_heat_affinity, laplacian
 
 __all__ = ["IMH", "regression_residual_matrix", "imh_solve", "imh_objective"]
 
@@ -194,11 +186,11 @@ class IMH(LinearHashMixin, BaseHasher):
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        lambda_ = check_nonnegative(self.lambda_, "lambda_", name)
-        beta = check_positive(self.beta, "beta", name)
-        mu = check_positive(self.mu, "mu", name)
-        k_nn = check_int(self.n_neighbors, "n_neighbors", name)
-        sigma = None if self.sigma is None else check_positive(self.sigma, "sigma", name)
+        lambda_ = check_real(self.lambda_, "lambda_", owner=name)
+        beta = check_real(self.beta, "beta", low_inclusive=False, owner=name)
+        mu = check_real(self.mu, "mu", low_inclusive=False, owner=name)
+        k_nn = check_int(self.n_neighbors, "n_neighbors", owner=name)
+        sigma = None if self.sigma is None else check_real(self.sigma, "sigma", low_inclusive=False, owner=name)
         check_random_state(self.random_state)  # validated for the common interface; unused
         k = self.n_bits_
         idx_i = np.flatnonzero(data.image_mask)

@@ -19,7 +19,7 @@ many as bits), and every sample is scaled to unit Euclidean norm. Everything is 
 model and applied again when encoding.
 
 Where the description above leaves freedom (the lasso solver, the dictionary solver, the scale of
-``lambda``), see ``docs/baselines_lssh_stmh_fsh.md``.
+``lambda``), see ``docs/baselines.md``.
 """
 
 from __future__ import annotations
@@ -28,20 +28,11 @@ import numpy as np
 from scipy.linalg import solve
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_features
+from .._validation import check_features, check_int, check_random_state, check_real
 from ..base import BaseHasher, sign_codes
 from ..data import CrossModalData
-from ._common import (
-    check_int,
-    check_real,
-    l2_normalize_rows,
-    lasso_fista,
-    make_rng,
-    paired_views,
-    project_rows_to_ball,
-    update_dictionary_rows,
-    warn_not_converged,
-)
+from .fitting import l2_normalize_rows, paired_views, warn_not_converged
+from .sparse_coding import lasso_fista, project_rows_to_ball, update_dictionary_rows
 
 __all__ = ["LSSH", "lssh_objective"]
 
@@ -139,7 +130,7 @@ class LSSH(BaseHasher):
         X_raw, Y_raw = paired_views(
             data, "LSSH", max(k, 2), f"its {k}-dimensional latent space is fitted to them"
         )
-        rng = make_rng(self.random_state)
+        rng = check_random_state(self.random_state)
         n = X_raw.shape[0]
 
         # preprocessing: centre, PCA of the images, unit-norm samples
@@ -208,7 +199,7 @@ class LSSH(BaseHasher):
 
         The closed form of ``A`` given both: ``(mu U U' + gamma I)^-1 (mu U y + gamma R' s)``. The
         authors' evaluation code hashes the retrieval set (the training pairs) this way, so its
-        database codes carry both modalities; ``benchmarks/check_baselines_b.py`` uses it to
+        database codes carry both modalities; ``benchmarks/check_lssh_stmh_fsh.py`` uses it to
         reproduce the published protocol. Cross-modal retrieval in :mod:`dmh` encodes one modality.
         """
         image = self._check_X(image, "image")

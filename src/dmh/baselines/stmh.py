@@ -22,7 +22,7 @@ largest entries (the authors' code thresholds at the median, the same for even `
 therefore has exactly ``m`` bits set to +1.
 
 No preprocessing (the authors' code uses the features as given). See
-``docs/baselines_lssh_stmh_fsh.md`` for the choices made where the description is not explicit.
+``docs/baselines.md`` for the choices made where the description is not explicit.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import eigh, solve
 
+from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ._common import check_int, check_real, make_rng, paired_views, warn_not_converged
+from .fitting import paired_views, warn_not_converged
 
 __all__ = ["STMH", "stmh_objective", "top_m_indicator", "top_m_margin"]
 
@@ -148,7 +149,7 @@ class STMH(BaseHasher):
         m = self._check_params()
         c = self.n_bits_
         X1, X2 = paired_views(data, "STMH", max(c, 2), f"it clusters them into {c} topics")
-        rng = make_rng(self.random_state)
+        rng = check_random_state(self.random_state)
         n = X1.shape[0]
         lam, mu, gamma = float(self.lambda_), float(self.mu), float(self.gamma)
         eps = float(self.eps) * max(float(np.mean(np.einsum("ij,ij->i", X1, X1))), 1e-300)

@@ -31,13 +31,18 @@ def load_builtin(name: str) -> CrossModalData:
     )
 
 
-def load_dataset(name_or_path, **kwargs) -> CrossModalData:
-    """A built-in dataset by name, or a data file (see :func:`dmh.io.load_data`)."""
+def load_dataset(name_or_path, *, query_size=None, train_size=None, random_state=None, name: str | None = None,
+                 image: str | None = None) -> CrossModalData:
+    """A built-in dataset by name, a benchmark (``"wiki:/data/wiki"``, see :mod:`dmh.datasets.benchmarks`)
+    or a data file (see :func:`dmh.io.load_data`). ``query_size``, ``train_size``, ``random_state``:
+    the random split made where the data hold none (None: the benchmark's or the loader's default);
+    ``name``: the data's name; ``image``: which image features of a benchmark."""
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         return load_builtin(name_or_path)
     from .benchmarks import try_load_benchmark  # "name:folder", a benchmark folder (docs/datasets.md)
 
-    if (data := try_load_benchmark(name_or_path, **kwargs)) is not None:
+    split = {"query_size": query_size, "train_size": train_size, "random_state": random_state}
+    if (data := try_load_benchmark(name_or_path, image=image, name=name, **split)) is not None:
         return data
     path = Path(name_or_path)
     if not path.exists():
@@ -46,4 +51,6 @@ def load_dataset(name_or_path, **kwargs) -> CrossModalData:
         )
     from ..io import load_data
 
-    return load_data(path, **kwargs)
+    if image is not None:
+        raise TypeError(f"image={image!r} chooses a benchmark's image features; {path} is a data file")
+    return load_data(path, name=name, **{k: v for k, v in split.items() if v is not None})

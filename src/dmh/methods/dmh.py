@@ -96,6 +96,26 @@ class DMH(BaseHasher):
         Same seed, same codes (on the same machine and thread count).
     verbose : bool
         Show progress bars and per-stage timings.
+
+    Attributes
+    ----------
+    nets_ : dict of str to torch.nn.Module
+        The two hash networks of DAM, ``{"image": ..., "text": ...}``; ``sign`` of a network's output
+        on standardised features is the code.
+    codes_ : ndarray of int8 of shape (n_train, n_bits)
+        The training objects' binary codes H in {-1, +1} of the last round (GBE, or signed PCA with
+        ``binary_embedding="pca"``), the targets the networks were fitted to. Not saved with the model.
+    features_ : ndarray of shape (n_train, d)
+        The modality-invariant features Y of the training objects from the last CLE round (both
+        modalities, unpaired objects included). Not saved with the model.
+    history_ : dict
+        Losses per outer round: ``"cle"`` (objective per CLE iteration), ``"gbe"`` (``(iteration,
+        loss)`` pairs), ``"dam_image"`` / ``"dam_text"`` (mean loss per epoch) and ``"time"``
+        (seconds per stage). Not saved with the model.
+    scalers_ : dict of str to (ndarray, ndarray)
+        Per-modality feature mean and scale used to standardise inputs.
+    n_iter_ : int
+        Outer rounds run (``n_rounds``).
     """
 
     method_name = "dmh"

@@ -43,9 +43,11 @@ import numbers
 import numpy as np
 from scipy import linalg
 
+from .._validation import check_int, check_real
+from .._validation import check_random_state as make_rng
 from ..base import BaseHasher
-from ..baselines._common import check_int, check_real, make_rng
-from ..baselines._utils_a import LinearHashMixin, centre, fix_column_signs
+from ..baselines.fitting import LinearHashMixin, centre
+from ..baselines.spectral import fix_column_signs
 from ..data import CrossModalData
 
 __all__ = ["CCAITQ", "cca_directions", "itq_rotation", "quantization_loss", "AUTO_REG_GRID"]

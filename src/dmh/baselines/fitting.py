@@ -1,0 +1,66 @@
+"""What the baselines' fits and encoders share: the paired training rows, centring and row
+normalisation, linear hash functions ``sign((x - mean) @ P)`` and the convergence warning.
+Hyperparameter checks are in :mod:`dmh._validation`."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+__all__ = ["LinearHashMixin", "centre", "l2_normalize_rows", "paired_views", "warn_not_converged"]
+
+
+def centre(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(X - mean, mean)`` with the column means of ``X`` (the fit-time mean kept for encoding)."""
+    mean = X.mean(axis=0)
+    return X - mean, mean
+
+
+def l2_normalize_rows(X: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    """Each row divided by its Euclidean norm (rows of norm < ``eps`` are left unchanged)."""
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.where(norms < eps, 1.0, norms)
+
+
+def paired_views(data, method: str, min_paired: int, why: str) -> tuple[np.ndarray, np.ndarray]:
+    """The image and text rows of the paired objects of ``data`` (the fully paired methods train
+    on these only), after checking there are at least ``min_paired`` of them."""
+    paired = data.paired_mask
+    n = int(paired.sum())
+    if n < min_paired:
+        raise ValueError(
+            f"{method} trains on paired objects only and needs at least {min_paired} of them "
+            f"({why}); the training data hold {n}"
+        )
+    return data.image[paired], data.text[paired]
+
+
+def warn_not_converged(method: str, max_iter: int, detail: str = "") -> None:
+    warnings.warn(
+        f"{method} did not converge within max_iter={max_iter} iterations{detail}; "
+        "increase max_iter or tol",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
+
+
+class LinearHashMixin:
+    """For methods whose hash functions are ``sign((x - mean_v) @ P_v)``: projection, and the
+    saved state of ``projections_`` and ``means_`` (subclasses add their own arrays)."""
+
+    def _project(self, X, modality):
+        return (X - self.means_[modality]) @ self.projections_[modality]
+
+    def _linear_state(self) -> dict:
+        return {
+            "image_projection": self.projections_["image"],
+            "text_projection": self.projections_["text"],
+            "image_mean": self.means_["image"],
+            "text_mean": self.means_["text"],
+        }
+
+    def _set_linear_state(self, state) -> None:
+        self.projections_ = {m: np.asarray(state[f"{m}_projection"]) for m in ("image", "text")}
+        self.means_ = {m: np.asarray(state[f"{m}_mean"]) for m in ("image", "text")}

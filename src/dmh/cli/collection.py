@@ -1,0 +1,244 @@
+"""Collection commands: ``dmh build``, ``dmh add``, ``dmh serve``, and ``dmh search`` on a
+collection folder (a file argument keeps the index search of :mod:`dmh.cli.search`).
+
+::
+
+    dmh build PHOTOS CAPTIONS.csv -o COLLECTION [--bits 64 --method dmh --image-model ...]
+    dmh add COLLECTION [MORE_PHOTOS] [--captions MORE.csv]
+    dmh search COLLECTION (--text "two dogs" | --image query.jpg | --like ID) [--k 10]
+               [--target images|texts] [--format table|json|csv]
+    dmh serve COLLECTION [--host 127.0.0.1 --port 8000]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import click
+
+__all__ = ["add", "build", "search", "serve"]
+
+
+@contextlib.contextmanager
+def _user_errors():
+    """Errors about the user's input -> one-line click errors (exit 2, no traceback)."""
+    from ..featurize import MissingExtraError
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            yield
+        except click.ClickException:
+            raise
+        except MissingExtraError as exc:
+            raise click.ClickException(str(exc)) from None
+        except (ValueError, TypeError, KeyError, FileNotFoundError, NotADirectoryError) as exc:
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise click.UsageError(str(msg)) from None
+        finally:
+            for w in caught:
+                click.echo(f"warning: {w.message}", err=True)
+
+
+def _params(items) -> dict:
+    import ast
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise click.BadParameter(f"expects KEY=VALUE, got {item!r}", param_hint="--param")
+        key, value = item.split("=", 1)
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass
+        out[key.strip()] = value
+    return out
+
+
+def _log(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+@click.command("build")
+@click.argument("photos", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("captions", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Collection folder to create (or resume).")
+@click.option("--bits", default=64, show_default=True, type=int, help="Code length (a multiple of 8).")
+@click.option("--method", default="dmh", show_default=True, help="Hashing method (dmh, cvh, ...).")
+@click.option("--param", "params", multiple=True, help="KEY=VALUE hyperparameter of the method.")
+@click.option("--image-model", type=click.Choice(["efficientnet-lite0", "pixels-16"]),
+              default="efficientnet-lite0", show_default=True,
+              help="Image features (pixels-16: colour layout only, for toy collections).")
+@click.option("--text-features", type=click.Choice(["bow", "minilm"]), default="bow", show_default=True)
+@click.option("--vocabulary-size", type=click.IntRange(min=1), default=2000, show_default=True)
+@click.option("--fit-max", type=click.IntRange(min=2), default=10_000, show_default=True,
+              help="Fit the model on at most this many items (a seeded sample).")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--restart", is_flag=True, help="Rebuild from scratch instead of resuming.")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def build(photos, captions, output, bits, method, params, image_model, text_features, vocabulary_size,
+          fit_max, seed, batch_size, restart, progress):
+    """Build a searchable collection from a folder of PHOTOS and a CAPTIONS file.
+
+    CAPTIONS is a CSV with the header ``image,caption``: ``image`` names a file of PHOTOS (empty for
+    a caption without a photo), ``caption`` its text (empty for none). Photos the file does not
+    list are added without a caption. Rerunning the same command resumes an interrupted build.
+    """
+    from ..collection import build_collection
+
+    if captions is not None and Path(captions).is_dir():
+        raise click.BadParameter(f"{captions} is a folder, expected a captions file", param_hint="CAPTIONS")
+    with _user_errors():
+        build_collection(
+            photos, captions, output, method=method, n_bits=bits, params=_params(params),
+            image_model=image_model, text_features=text_features, vocabulary_size=vocabulary_size,
+            fit_max=fit_max, seed=seed, batch_size=batch_size, restart=restart, progress=progress, log=_log,
+        )
+
+
+@click.command("add")
+@click.argument("collection", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("photos", required=False, type=click.Path(path_type=Path))
+@click.argument("captions", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--captions", "captions_opt", type=click.Path(dir_okay=False, path_type=Path),
+              help="Captions file of the new items (also accepted as the last argument).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def add(collection, photos, captions, captions_opt, batch_size, progress):
+    """Add new PHOTOS (a folder) and/or CAPTIONS to a built COLLECTION; only they are encoded."""
+    from ..collection import add_to_collection
+
+    if photos is not None and photos.is_file() and captions is None:  # dmh add COL more.csv
+        photos, captions = None, photos
+    captions = captions_opt or captions
+    if photos is None and captions is None:
+        raise click.UsageError("give a folder of new photos, a captions file, or both")
+    with _user_errors():
+        add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log)
+
+
+# ------------------------------------------------------------------------------------- search
+def _hits_text(hits, fmt: str, query: dict) -> str:
+    rows = [h.to_dict() for h in hits]
+    if fmt == "json":
+        return json.dumps({"query": query, "results": rows}, indent=1, ensure_ascii=False) + "\n"
+    buf = io.StringIO()
+    if fmt == "csv":
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["rank", "id", "distance", "name", "image", "caption"])
+        for r, h in enumerate(rows, start=1):
+            w.writerow([r, h["id"], h["distance"], h["name"], h["image"] or "", h["caption"] or ""])
+        return buf.getvalue()
+    lines = [f"{'rank':>4}  {'id':>6}  {'dist':>4}  {'name':<24}  caption"]
+    for r, h in enumerate(rows, start=1):
+        cap = (h["caption"] or "-").replace("\n", " ")
+        cap = cap if len(cap) <= 70 else cap[:67] + "..."
+        lines.append(f"{r:>4}  {h['id']:>6}  {h['distance']:>4}  {h['name'][:24]:<24}  {cap}")
+    return "\n".join(lines) + "\n"
+
+
+def _search_collection(path, text, image, like, k, target, fmt, out):
+    from .._atomic import atomic_write_text
+    from ..collection import Collection
+
+    given = [v is not None for v in (text, image, like)]
+    if sum(given) != 1:
+        raise click.UsageError("give exactly one query: --text, --image or --like ID")
+    if k is None:
+        k = 10
+    if k <= 0:
+        raise click.UsageError(f"--k must be a positive integer, got {k}")
+    with _user_errors():
+        col = Collection(path)
+        if text is not None:
+            hits, query = col.search_text(text, k, target), {"text": text}
+        elif image is not None:
+            if not Path(image).is_file():
+                raise FileNotFoundError(f"query image not found: {image}")
+            hits, query = col.search_image(image, k, target), {"image": str(image)}
+        else:
+            hits, query = col.similar(like, k, target), {"like": like}
+        query.update({"k": k, "target": target, "collection": str(path)})
+        result = _hits_text(hits, fmt or "table", query)
+        if out is None:
+            sys.stdout.write(result)
+        else:
+            atomic_write_text(Path(out), result)
+            _log(f"wrote {len(hits)} results to {out}")
+
+
+def _make_search():
+    """``dmh search``: on a collection folder, queries by raw text / image / item; on an index
+    file, the code search of :mod:`dmh.cli.search` with all its options."""
+    from .search import search as index_search
+
+    old = {p.name: p for p in index_search.params}
+
+    def callback(index_path, text, image, like, target, fmt, **kw):
+        from ..collection import is_collection
+
+        if Path(index_path).is_dir():
+            if not is_collection(index_path):
+                raise click.UsageError(
+                    f"{index_path} is a folder but not a collection (no manifest.json); build one with dmh build"
+                )
+            extra = [f"--{n}" for n in ("codes_path", "model", "data", "modality", "radius")
+                     if kw.get(n) is not None]
+            if extra:
+                raise click.UsageError(f"{', '.join(extra)} apply to an index file, not to a collection")
+            return _search_collection(index_path, text, image, like, kw["k"], target, fmt, kw["out"])
+        if any(v is not None for v in (text, image, like)):
+            raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is a file")
+        if fmt == "table":
+            raise click.UsageError("--format table applies to a collection; use json or csv with an index")
+        if not kw.get("rows"):
+            kw["rows"] = "query"
+        return index_search.callback(index_path=index_path, fmt=fmt or "json", **kw)
+
+    params = [
+        click.Argument(["index_path"], metavar="COLLECTION|INDEX", type=click.Path(exists=True)),
+        click.Option(["--text"], help="Collection: find what matches this text."),
+        click.Option(["--image"], type=click.Path(dir_okay=False), help="Collection: find what looks like this image."),
+        click.Option(["--like"], type=int, help="Collection: more like the item with this id."),
+        click.Option(["--target"], type=click.Choice(["images", "texts"]), default="images", show_default=True,
+                     help="Collection: return photos or captions."),
+        click.Option(["--format", "fmt"], type=click.Choice(["table", "json", "csv"]), default=None,
+                     help="Output format (collection default: table; index default: json)."),
+    ] + [p for name, p in old.items() if name not in ("index_path", "fmt")]
+    return click.Command(
+        "search", callback=callback, params=params,
+        help="Search a COLLECTION by --text, --image or --like ID; or an INDEX file with query codes "
+             "(--codes) or objects encoded on the fly (--model/--data/--modality), with --k or --radius.",
+    )
+
+
+search = _make_search()
+
+
+@click.command("serve")
+@click.argument("collection", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (localhost only by default).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--max-upload-mb", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="Largest image upload accepted.")
+@click.option("--max-k", default=100, show_default=True, type=click.IntRange(min=1), help="Largest k accepted.")
+def serve(collection, host, port, max_upload_mb, max_k):
+    """Serve a search page and a JSON API for COLLECTION (pip install 'dmh[serve]')."""
+    from ..featurize import MissingExtraError
+
+    try:
+        from ..server import Limits, run
+    except MissingExtraError as exc:
+        raise click.ClickException(str(exc)) from None
+    with _user_errors():
+        limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_k=max_k)
+        run(collection, host=host, port=port, limits=limits, log=_log)

@@ -1,0 +1,101 @@
+"""``dmh reproduce``: run one of the paper's tables or figures from its config (see
+``docs/experiments.md``). The command only parses options; :func:`dmh.experiments.run_experiment`
+does the work."""
+
+from __future__ import annotations
+
+import click
+
+from ._options import float_list, int_list
+
+__all__ = ["reproduce"]
+
+
+def _names() -> str:
+    from ..experiments import config_names
+
+    return ", ".join(config_names())
+
+
+@click.command(
+    help="""Reproduce a table or figure of the DMH paper: NAME is one of the shipped
+experiments or a path to a JSON config.
+
+Writes into --out: config.json (the resolved config), cells.json (finished cells: a rerun into the
+same folder resumes without refitting them), metrics.json (every record, mean and std over seeds),
+report.md (our numbers beside the paper's) and PNG plots."""
+)
+@click.argument("name", required=False)
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="folder that the config's data paths start from (e.g. holding wiki/wiki_data.mat); "
+    "not needed for built-in data (uci-digits)",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="output folder  [default: results/NAME, or results/NAME-quick with --quick]",
+)
+@click.option(
+    "--datasets",
+    default=None,
+    help="comma-separated dataset names of the config, or NAME=FILE  [default: the config's "
+    "default_datasets, wiki and uci-digits]",
+)
+@click.option("--seeds", default=None, help="comma-separated seeds  [default: the config's, 0..4]")
+@click.option("--bits", default=None, help="comma-separated bit lengths  [default: the config's]")
+@click.option(
+    "--ratios",
+    default=None,
+    help="comma-separated paired ratios to keep (runs with none of them are left out)  [default: the config's]",
+)
+@click.option(
+    "--reuse",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="output folder of another run whose identical cells are taken instead of refitted (repeatable)",
+)
+@click.option("--quick", is_flag=True, help="reduced run for a smoke test (the config's 'quick' settings)")
+@click.option("--no-plots", is_flag=True, help="skip the PNG figures")
+@click.option("--list", "list_only", is_flag=True, help="list the experiments (NAME is ignored)")
+def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, quick, no_plots, list_only):
+    from pathlib import Path
+
+    from ..experiments import load_config, run_experiment
+
+    if list_only:
+        from ..experiments import config_names
+
+        for n in config_names():
+            click.echo(f"{n}: {load_config(n)['title']}")
+        return
+    if name is None:
+        raise click.UsageError(f"missing NAME: one of {_names()}, or a path to a JSON config")
+    config = load_config(name)  # unknown names fail here, before anything is written
+    if out_dir is None:
+        out_dir = Path("results") / (config["name"] + ("-quick" if quick else ""))
+    ds = None if datasets is None else [d.strip() for d in datasets.split(",") if d.strip()]
+    seed_list = None if seeds is None else int_list(seeds, "--seeds")
+    bit_list = None if bits is None else int_list(bits, "--bits")
+    ratio_list = None if ratios is None else float_list(ratios, "--ratios")
+    result = run_experiment(
+        config,
+        out_dir=out_dir,
+        data_dir=data_dir,
+        datasets=ds,
+        seeds=seed_list,
+        quick=quick,
+        bits=bit_list,
+        paired_ratios=ratio_list,
+        reuse=list(reuse),
+        plots=not no_plots,
+        echo=click.echo,
+    )
+    click.echo(f"{result['n_fitted']} cell(s) fitted, {result['n_reused']} reused; wrote {result['out_dir']}:")
+    for key in ("report", "metrics", "config"):
+        click.echo(f"  {result['files'][key]}")

@@ -1,0 +1,47 @@
+"""``dmh fit``: fit one model and save it (encoding and search with it are in :mod:`.search`)."""
+
+from __future__ import annotations
+
+import click
+
+from ._options import check_params, parse_params
+
+__all__ = ["fit"]
+
+
+@click.command()
+@click.argument("data")
+@click.option("--method", default="dmh", show_default=True)
+@click.option("--bits", default=64, show_default=True, type=int)
+@click.option("--paired-ratio", "paired_ratio", default=1.0, show_default=True, type=float)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--param", "params", multiple=True, help="KEY=VALUE hyperparameters")
+@click.option("--all-rows", is_flag=True, help="train on every object of DATA instead of its training split")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="model file (.npz)")
+def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
+    """Fit one model on DATA's training set (made semi-paired when --paired-ratio < 1) and save it."""
+    from ..data import make_semi_paired
+    from ..datasets import load_dataset
+    from ..registry import get_method_class
+
+    klass = get_method_class(method)
+    mparams = parse_params(params, [method])[method]
+    check_params([method], {method: mparams})
+    dataset = load_dataset(data)
+    train = dataset if all_rows else dataset.train()
+    if paired_ratio < 1.0:
+        train = make_semi_paired(train, paired_ratio, random_state=seed)
+    click.echo(train.summary())
+    model = klass(n_bits=bits, random_state=seed, verbose=True, **mparams) if "verbose" in klass().get_params() \
+        else klass(n_bits=bits, random_state=seed, **mparams)
+    model.fit(train)
+    from pathlib import Path
+
+    from ..featurizer_spec import read_featurizer_spec
+
+    if Path(data).is_file():  # remember how the features were made (dmh featurize), if known
+        model.featurizer_ = read_featurizer_spec(data)
+    model.save(out)
+    click.echo(f"Saved {type(model).__name__} ({bits} bits) to {out}")
+
+

@@ -1,0 +1,267 @@
+"""The search service: a Starlette app over one :class:`dmh.collection.Collection`.
+
+API (every answer is JSON; errors are ``{"error": "..."}`` with a 4xx status):
+
+====================================  ===========================================================
+``GET /api/info``                     the collection (items, photos, captions, bits) and limits
+``GET /api/search?q=TEXT&k=&target=`` items matching a text; ``target`` ``images`` (default) or
+                                      ``texts``
+``POST /api/search/image?k=&target=`` items like an uploaded image: the raw file as the body
+                                      (``Content-Type: image/...``) or a multipart form field
+                                      ``image``
+``GET /api/similar/ID?k=&target=``    "more like this": items like item ``ID``
+``GET /api/items/ID``                 one item
+``GET /thumbs/ID.jpg``                the item's thumbnail (made once, kept in the collection)
+``GET /photos/ID``                    the item's photo
+====================================  ===========================================================
+
+Search answers: ``{"query", "target", "k", "took_ms", "results": [{"id", "name", "caption",
+"distance", "thumbnail", "photo"}]}``, nearest first (ties by smaller id); ``thumbnail`` and
+``photo`` are URLs, or null for a caption without a photo.
+
+Limits (:class:`Limits`): upload size (413), ``k`` (400), query length (400). Queries are encoded
+in a worker thread, so a slow image query does not hold up the thumbnails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..collection import TARGETS, Collection, CollectionError
+
+__all__ = ["BackgroundServer", "Limits", "create_app", "run"]
+
+STATIC = Path(__file__).with_name("static")
+_MULTIPART_OVERHEAD = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits of the service."""
+
+    max_upload_bytes: int = 10 * 1024 * 1024
+    max_k: int = 100
+    max_query_chars: int = 500
+    default_k: int = 20
+
+
+class _BadInput(HTTPException):
+    pass
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def create_app(collection, limits: Limits | None = None) -> Starlette:
+    """The ASGI app serving ``collection`` (a :class:`Collection` or its folder)."""
+    col = collection if isinstance(collection, Collection) else Collection(collection)
+    limits = limits or Limits()
+
+    def params(request: Request) -> tuple[int, str]:
+        raw_k = request.query_params.get("k", str(limits.default_k))
+        try:
+            k = int(raw_k)
+        except ValueError:
+            raise _BadInput(400, f"k must be an integer, got {raw_k[:40]!r}") from None
+        if not 1 <= k <= limits.max_k:
+            raise _BadInput(400, f"k must be between 1 and {limits.max_k}, got {k}")
+        target = request.query_params.get("target", "images")
+        if target not in TARGETS:
+            raise _BadInput(400, f"target must be one of {list(TARGETS)}, got {target[:40]!r}")
+        return k, target
+
+    def answer(query: dict, k: int, target: str, hits, t0: float) -> JSONResponse:
+        results = []
+        for h in hits:
+            has_photo = bool(h.image) and not col.item(h.id).get("error")
+            results.append({
+                "id": h.id, "name": h.name, "caption": h.caption, "distance": h.distance,
+                "thumbnail": f"/thumbs/{h.id}.jpg" if has_photo else None,
+                "photo": f"/photos/{h.id}" if has_photo else None,
+            })
+        return JSONResponse({"query": query, "target": target, "k": k,
+                             "took_ms": round((time.perf_counter() - t0) * 1000, 2), "results": results})
+
+    async def index(request: Request):
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    async def info(request: Request):
+        return JSONResponse({"collection": col.summary(), "limits": asdict(limits)})
+
+    async def search_text(request: Request):
+        t0 = time.perf_counter()
+        k, target = params(request)
+        q = request.query_params.get("q", "")
+        if not q.strip():
+            raise _BadInput(400, "the query q is empty: give some words")
+        if len(q) > limits.max_query_chars:
+            raise _BadInput(400, f"the query is too long ({len(q)} characters; at most {limits.max_query_chars})")
+        hits = await run_in_threadpool(col.search_text, q, k, target)
+        return answer({"text": q}, k, target, hits, t0)
+
+    async def search_image(request: Request):
+        t0 = time.perf_counter()
+        k, target = params(request)
+        data = await _read_upload(request, limits.max_upload_bytes)
+        hits = await run_in_threadpool(col.search_image, data, k, target)
+        return answer({"image": f"upload ({len(data)} bytes)"}, k, target, hits, t0)
+
+    async def similar(request: Request):
+        t0 = time.perf_counter()
+        k, target = params(request)
+        item_id = _item_id(request)
+        hits = await run_in_threadpool(col.similar, item_id, k, target)
+        return answer({"like": item_id}, k, target, hits, t0)
+
+    async def item(request: Request):
+        it = col.item(_item_id(request))
+        has_photo = bool(it["image"]) and not it.get("error")
+        return JSONResponse({"id": it["id"], "name": it["name"], "caption": it["caption"],
+                             "thumbnail": f"/thumbs/{it['id']}.jpg" if has_photo else None,
+                             "photo": f"/photos/{it['id']}" if has_photo else None})
+
+    async def thumb(request: Request):
+        path = await run_in_threadpool(col.thumbnail, _item_id(request))
+        return FileResponse(path, media_type="image/jpeg", headers={"Cache-Control": "max-age=86400"})
+
+    async def photo(request: Request):
+        it = col.item(_item_id(request))
+        if not it["image"] or it.get("error") or not Path(it["image"]).is_file():
+            raise _BadInput(404, f"item {it['id']} has no photo")
+        return FileResponse(it["image"])
+
+    async def on_http(request: Request, exc: HTTPException):
+        return _error(exc.status_code, exc.detail if isinstance(exc.detail, str) else str(exc.detail))
+
+    async def on_key(request: Request, exc: KeyError):
+        return _error(404, str(exc.args[0]) if exc.args else "not found")
+
+    async def on_value(request: Request, exc: ValueError):
+        return _error(400, str(exc))
+
+    async def on_import(request: Request, exc: ImportError):  # a featurizer's extra is missing
+        return _error(503, str(exc))
+
+    routes = [
+        Route("/", index),
+        Route("/api/info", info),
+        Route("/api/search", search_text),
+        Route("/api/search/image", search_image, methods=["POST"]),
+        Route("/api/similar/{item_id}", similar),
+        Route("/api/items/{item_id}", item),
+        Route("/thumbs/{item_id}.jpg", thumb),
+        Route("/photos/{item_id}", photo),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: on_http, KeyError: on_key, ValueError: on_value,
+                            CollectionError: on_value, ImportError: on_import},
+    )
+    app.state.collection = col
+    app.state.limits = limits
+    return app
+
+
+def _item_id(request: Request) -> int:
+    raw = request.path_params["item_id"]
+    try:
+        return int(raw)
+    except ValueError:
+        raise _BadInput(400, f"item ids are integers, got {raw[:40]!r}") from None
+
+
+async def _read_upload(request: Request, limit: int) -> bytes:
+    """The uploaded image's bytes: the raw body, or the ``image`` field of a multipart form."""
+    too_big = f"the upload is too large (at most {limit / 1024 / 1024:.1f} MB)"
+    ctype = request.headers.get("content-type", "")
+    length = request.headers.get("content-length")
+    if length is not None:
+        try:
+            n = int(length)
+        except ValueError:
+            raise _BadInput(400, "bad Content-Length header") from None
+        if n > limit + (_MULTIPART_OVERHEAD if ctype.startswith("multipart/") else 0):
+            raise _BadInput(413, too_big)
+    if ctype.startswith("multipart/form-data"):
+        if length is None:
+            raise _BadInput(411, "a multipart upload needs a Content-Length header")
+        async with request.form(max_files=1, max_fields=10) as form:
+            upload = form.get("image")
+            if upload is None or isinstance(upload, str):
+                raise _BadInput(400, "the form has no file field 'image'")
+            data = await upload.read()
+    else:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _BadInput(413, too_big)
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    if len(data) > limit:
+        raise _BadInput(413, too_big)
+    if not data:
+        raise _BadInput(400, "the upload is empty: send an image file")
+    return data
+
+
+def run(collection, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None, log=print):
+    """Open the collection and serve it until interrupted."""
+    import uvicorn
+
+    col = Collection(collection)
+    col.warm()
+    app = create_app(col, limits)
+    s = col.summary()
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log(f"note: bound to {host}, so other machines can reach this server; it has no login")
+    log(f"serving {collection} ({s['items']} items: {s['images']} photos, {s['texts']} captions) "
+        f"on http://{host}:{port}/  (Ctrl-C to stop)")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+class BackgroundServer:
+    """A uvicorn server in a background thread (tests, benchmarks): ``with BackgroundServer(app)
+    as srv: get(srv.url + "/api/info")``. ``port=0`` picks a free port."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0):
+        import uvicorn
+
+        self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(self.config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = None
+
+    def start(self, timeout: float = 20.0) -> BackgroundServer:
+        self.thread.start()
+        t0 = time.monotonic()
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() - t0 > timeout:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.02)
+        host, port = self.server.servers[0].sockets[0].getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

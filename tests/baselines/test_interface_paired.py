@@ -1,0 +1,140 @@
+"""The estimator interface shared by LSSH, STMH and FSH (objectives, codes, seeds, paired objects only,
+errors, persistence, registry) and a real-data sanity check."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+import dmh
+from dmh.methods import make_method
+
+from .paired_toys import CLASSES, FAST, METHODS, N_BITS, UCI, _fit, _toy
+
+
+# ---------------------------------------------------------------------- shared behaviour
+@pytest.mark.parametrize("name", METHODS)
+def test_objective_never_increases(fitted, name):
+    obj = np.asarray(fitted[name].objective_)
+    assert obj.size >= 2 and np.all(np.isfinite(obj))
+    assert np.all(np.diff(obj) <= 1e-9 * np.abs(obj[:-1])), obj
+    assert fitted[name].n_iter_ >= 1
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_codes_are_pm1_with_requested_length(fitted, name):
+    data = _toy(seed=1, n=30)
+    for modality in ("image", "text"):
+        codes = fitted[name].encode(getattr(data, modality), modality)
+        assert codes.shape == (30, N_BITS) and codes.dtype == np.int8
+        assert set(np.unique(codes)) <= {-1, 1}
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_same_seed_same_codes(fitted, name):
+    again = _fit(name)
+    data = _toy(seed=2, n=25)
+    for modality in ("image", "text"):
+        X = getattr(data, modality)
+        np.testing.assert_array_equal(fitted[name].encode(X, modality), again.encode(X, modality))
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_trains_on_paired_objects_only(name):
+    """Semi-paired data give the same model as their paired part alone (unpaired rows ignored)."""
+    n = 110
+    image_mask = np.ones(n, bool)
+    text_mask = np.ones(n, bool)
+    image_mask[90:100] = False
+    text_mask[100:] = False
+    semi = _toy(n=n, image_mask=image_mask, text_mask=text_mask)
+    paired = semi.subset(np.flatnonzero(semi.paired_mask))
+    assert CLASSES[name].uses_unpaired is False
+    a, b = _fit(name, semi), _fit(name, paired)
+    X = _toy(seed=3, n=20)
+    for modality in ("image", "text"):
+        M = getattr(X, modality)
+        np.testing.assert_array_equal(a.encode(M, modality), b.encode(M, modality))
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_one_modality_absent_is_an_error(name):
+    n = 40
+    data = _toy(n=n, text_mask=np.zeros(n, bool))
+    with pytest.raises(ValueError, match="needs both modalities"):
+        CLASSES[name](N_BITS, **FAST[name]).fit(data)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_too_few_pairs_is_an_error(name):
+    n = 40
+    image_mask = np.ones(n, bool)
+    text_mask = np.zeros(n, bool)
+    text_mask[:5] = True  # 5 pairs: fewer than the 8 bits (and than FSH's 12 anchors)
+    data = _toy(n=n, image_mask=image_mask, text_mask=text_mask)
+    with pytest.raises(ValueError, match="paired objects only and needs at least"):
+        CLASSES[name](N_BITS, **FAST[name]).fit(data)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_save_load_round_trip(fitted, name, tmp_path):
+    model = fitted[name]
+    path = model.save(tmp_path / f"{name}.npz")
+    loaded = dmh.load_model(path)
+    assert type(loaded) is type(model)
+    assert loaded.get_params() == model.get_params()
+    data = _toy(seed=4, n=30)
+    for modality in ("image", "text"):
+        X = getattr(data, modality)
+        np.testing.assert_array_equal(loaded.encode(X, modality), model.encode(X, modality))
+        np.testing.assert_allclose(loaded.project(X, modality), model.project(X, modality))
+    assert loaded.objective_ == pytest.approx(model.objective_)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_registry_and_sklearn_contract(name):
+    model = make_method(name, n_bits=16)
+    assert isinstance(model, CLASSES[name]) and model.n_bits == 16
+    assert model.method_name == name
+    assert clone(model).get_params() == model.get_params()
+    assert not hasattr(model, "n_bits_")
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_max_iter_reached_warns(name):
+    params = dict(FAST[name], max_iter=1, tol=0.0, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        model = CLASSES[name](N_BITS, **params).fit(_toy())
+    assert model.n_iter_ == 1
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_bad_hyperparameter_is_a_clear_error(name):
+    bad = {"lssh": {"mu": -1.0}, "stmh": {"lambda_": 1.5}, "fsh": {"n_neighbors": 50}}[name]
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        CLASSES[name](N_BITS, **dict(FAST[name], **bad)).fit(_toy())
+
+
+
+# ---------------------------------------------------------------------- real data
+@pytest.mark.skipif(not UCI.exists(), reason=f"shared real data absent: {UCI}")
+@pytest.mark.parametrize("name", METHODS)
+def test_uci_digits_well_above_chance(name):
+    """On the UCI two-view digits (10 balanced classes: chance MAP ~0.1) every method retrieves
+    across views far better than chance. A 600-pair training subset keeps the test fast."""
+    data = dmh.load_dataset(UCI)
+    train = data.train().subset(np.arange(600))
+    query = data.query().subset(np.arange(200))
+    params = {"lssh": dict(n_atoms=128, max_iter=4), "stmh": {}, "fsh": {}}[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = make_method(name, n_bits=16, random_state=0, **params).fit(train)
+    i2t = dmh.mean_average_precision(model.encode(query.image, "image"),
+                                     model.encode(train.text, "text"), query.labels, train.labels)
+    t2i = dmh.mean_average_precision(model.encode(query.text, "text"),
+                                     model.encode(train.image, "image"), query.labels, train.labels)
+    assert i2t > 0.2 and t2i > 0.2, (i2t, t2i)

@@ -1,0 +1,322 @@
+"""Experiments as data: the shipped configs, their validation, and `dmh reproduce` end to end on a
+tiny synthetic dataset (quick settings), including resuming after an interruption."""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from dmh import save_data
+from dmh.cli import main
+from dmh.experiments import (
+    DOCUMENTED_METHODS,
+    config_names,
+    load_cells,
+    load_config,
+    plan_cells,
+    resolve_config,
+    validate_config,
+)
+from dmh.experiments.runner import _load_datasets
+from dmh.methods import method_names
+
+from ..conftest import SHARED_DATA, WIKI, requires_file
+
+PAPER_TEX = Path(__file__).resolve().parents[2] / ".." / "shared" / "paper" / "dmh-paper.tex"
+EXPECTED = {"table1", "fig2", "fig3", "fig4", "table7", "table8", "fig5", "fig6"}
+TABLES = {"table1": "tab1", "table7": "tab7", "table8": "tab8"}
+quiet = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+# ------------------------------------------------------------------------------------ configs
+def test_one_config_per_table_and_figure():
+    assert set(config_names()) == EXPECTED
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_config_parses_and_is_valid(name):
+    cfg = load_config(name)
+    assert cfg["name"] == name
+    assert cfg["seeds"] == [0, 1, 2, 3, 4]  # five repeats, as the paper
+    assert all(1 <= b <= 128 for b in cfg["bits"])
+    known = set(method_names()) | set(DOCUMENTED_METHODS)
+    for run in cfg["runs"]:
+        assert run["method"] in known
+        assert all(0 < r <= 1 for r in run["paired_ratios"])
+    # runs on the data here, and names the paper's
+    assert cfg["default_datasets"] == ["wiki", "uci-digits"]
+    assert cfg["datasets"]["wiki"]["path"] == "wiki/wiki_data.mat"
+    assert cfg["datasets"]["uci-digits"]["builtin"] == "uci-digits"
+    assert any(spec["paper"] for spec in cfg["datasets"].values())
+    if name in TABLES:
+        rows = cfg["paper"]["rows"]
+        assert set(rows) == {"image->text", "text->image"}
+        assert cfg["paper"]["bits"] == [16, 32, 64, 128]
+    else:
+        assert cfg["paper"]["rows"] is None and cfg["paper"]["notes"]  # a plot: says there are no numbers
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_every_row_we_run_has_the_papers_numbers(name):
+    cfg = resolve_config(load_config(name))
+    from dmh.experiments.outputs import _labels
+
+    shown = set(_labels(cfg).values())
+    for task, rows in cfg["paper"]["rows"].items():
+        extra = set(cfg["paper"].get("not_in_paper", {}))
+        assert shown - extra <= set(rows), (task, shown - set(rows))
+        for label in set(rows) - shown:
+            assert label in cfg["paper"].get("not_run", {})
+
+
+def _tex_table(tex: str, label: str):
+    end = tex.index("\\label{" + label + "}")
+    body = tex[tex.rindex("\\begin{tabular}", 0, end) : end]
+    out, task = [], None
+    for line in body.split("\\\\"):
+        if "rightarrow" in line:
+            task = "image->text" if "I\\rightarrow T" in line else "text->image"
+        nums = re.findall(r"(?<![\w.])0\.\d{2,4}(?![\d])", re.sub(r"\\cite\{[^}]*\}", "", line))
+        if len(nums) >= 4:
+            out.append((task, [float(x) for x in nums]))
+    return out
+
+
+@pytest.mark.skipif(not PAPER_TEX.exists(), reason=f"paper source absent: {PAPER_TEX}")
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_paper_numbers_are_transcribed_exactly(name):
+    tex = PAPER_TEX.read_text(encoding="utf-8")
+    cfg = load_config(name)
+    paper = cfg["paper"]
+    ours = []
+    for task in ("image->text", "text->image"):
+        for _label, by_ds in paper["rows"][task].items():
+            ours.append((task, [v for ds in paper["datasets"] for v in by_ds[ds]]))
+    tex_rows = _tex_table(tex, TABLES[name])
+    # same rows, same order (the configs list them as the paper prints them)
+    assert [t for t, _ in ours] == [t for t, _ in tex_rows]
+    assert [v for _, v in ours] == [v for _, v in tex_rows]
+
+
+def test_cells_are_planned_from_the_config():
+    t1 = resolve_config(load_config("table1"))
+    # datasets x seeds x (baselines + DMH at 100% and 50% + IMH at 50%) x bits
+    assert len(plan_cells(t1)) == 2 * 5 * (6 + 2 + 1) * 4
+    assert len(plan_cells(resolve_config(load_config("table1"), quick=True))) == 2 * 1 * 9 * 1
+    imh = {c["paired_ratio"] for c in plan_cells(t1) if c["label"] == "IMH"}
+    assert imh == {1.0, 0.5}
+    fig5 = plan_cells(resolve_config(load_config("fig5"), datasets=["uci-digits"], seeds=[0]))
+    assert len(fig5) == 8 * 8 + 8  # the lambda x eta grid, then gamma
+    assert {c["paired_ratio"] for c in fig5} == {0.9} and {c["n_bits"] for c in fig5} == {16}
+    fig4 = plan_cells(resolve_config(load_config("fig4"), datasets=["wiki"], quick=True))
+    assert sorted({c["paired_ratio"] for c in fig4}) == [0.1, 0.5, 0.9]
+
+
+def test_command_line_reductions_are_subsets_and_are_recorded():
+    cfg = resolve_config(
+        load_config("fig4"), datasets=["uci-digits"], seeds=[0], bits=[16, 64], paired_ratios=[0.1, 0.5]
+    )
+    cells = plan_cells(cfg)
+    assert {c["n_bits"] for c in cells} == {16, 64} and {c["paired_ratio"] for c in cells} == {0.1, 0.5}
+    assert len(cells) == 2 * 2 * 2  # methods x ratios x bits
+    assert cfg["resolved"]["reduced"]["bits"] == {"config": [16, 32, 64, 128], "ran": [16, 64]}
+    assert set(cfg["resolved"]["reduced"]) == {"seeds", "bits", "paired_ratios"}
+    t1 = resolve_config(load_config("table1"), datasets=["uci-digits"], paired_ratios=[0.5])
+    assert {r["label"] for r in t1["runs"]} == {"DMH", "IMH"}  # the fully-paired baselines drop out
+    assert resolve_config(load_config("table1"))["resolved"]["reduced"] == {}
+    with pytest.raises(ValueError, match="no run of experiment 'table8' has a paired ratio"):
+        resolve_config(load_config("table8"), paired_ratios=[0.3])
+
+
+def test_a_label_recurs_only_for_the_same_method_at_other_ratios():
+    cfg = copy.deepcopy(load_config("table1"))
+    cfg["runs"].append({"label": "CVH", "method": "cvh", "paired_ratios": [1.0]})
+    with pytest.raises(ValueError, match="repeats the label 'CVH'"):
+        validate_config(cfg)
+    cfg["runs"][-1] = {"label": "CVH", "method": "cmfh", "paired_ratios": [0.5]}
+    with pytest.raises(ValueError, match="same method"):
+        validate_config(cfg)
+    cfg["runs"][-1] = {"label": "CVH", "method": "cvh", "paired_ratios": [0.5]}
+    validate_config(cfg)
+
+
+def test_parameter_precedence():
+    def params(name, label, quick):
+        cells = plan_cells(resolve_config(load_config(name), datasets=["uci-digits"], quick=quick))
+        return next(c["params"] for c in cells if c["label"] == label)
+
+    zero = params("table8", "DMH-ZERO", quick=False)
+    assert zero["complement"] == "zero" and zero["lambda_"] == 0.1 and zero["hidden_size"] == 4096
+    assert params("table8", "DMH-FIX", quick=True)["refresh_features"] is False
+    assert params("table8", "DMH-FIX", quick=True)["n_rounds"] == 2
+    assert params("fig6", "DMH", quick=False)["n_rounds"] == 5  # run params over method_params
+    assert params("fig6", "DMH", quick=True)["n_rounds"] == 2  # quick over both
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["runs"][0].update(method="xyz"), "not a known method"),
+        (lambda c: c["runs"][0].update(paired_ratios=[0.0]), "paired ratio lies in (0, 1]"),
+        (lambda c: c["runs"][0].update(params={"colour": 1}), "unknown parameter"),
+        (lambda c: c.update(bits=[0]), "outside"),
+        (lambda c: c.update(kind="poster"), "kind"),
+        (lambda c: c["paper"]["rows"]["image->text"]["DMH (50%)"].update(mirflickr25k=[0.1]), "4 numbers"),
+        (lambda c: c.update(default_datasets=["coco"]), "not in 'datasets'"),
+        (lambda c: c["datasets"]["wiki"].pop("path"), "needs 'path'"),
+    ],
+)
+def test_bad_configs_are_rejected_with_the_field(edit, message):
+    cfg = copy.deepcopy(load_config("table8"))
+    edit(cfg)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        validate_config(cfg)
+
+
+@requires_file(WIKI)
+def test_wikipedia_source_of_the_configs_loads():
+    cfg = resolve_config(load_config("table1"), datasets=["wiki"])
+    data = _load_datasets(cfg, SHARED_DATA)["wiki"]
+    assert (data.train_idx.size, data.query_idx.size) == (2173, 693)
+
+
+# ------------------------------------------------------------------------------ end to end
+@pytest.fixture
+def toy_file(tmp_path, toy_data):
+    return save_data(toy_data, tmp_path / "toy.npz")
+
+
+@pytest.fixture
+def count_fits(monkeypatch):
+    """Count DMH fits; ``fail_at`` makes that fit raise KeyboardInterrupt (an interrupted run)."""
+    from dmh.methods.dmh import DMH
+
+    state = {"n": 0, "fail_at": None}
+    original = DMH.fit
+
+    def fit(self, data):
+        state["n"] += 1
+        if state["n"] == state["fail_at"]:
+            raise KeyboardInterrupt
+        return original(self, data)
+
+    monkeypatch.setattr(DMH, "fit", fit)
+    return state
+
+
+@quiet
+def test_quick_table8_writes_everything_and_resumes(toy_file, tmp_path, count_fits, capsys):
+    out = tmp_path / "t8"
+    args = ["reproduce", "table8", "--quick", "--datasets", f"toy={toy_file}", "--out", str(out)]
+    count_fits["fail_at"] = 2  # interrupted while fitting the second of four cells
+    assert main(args) == 1
+    assert len(load_cells(out)) == 1
+    count_fits.update(n=0, fail_at=None)
+    assert main([*args, "--no-plots"]) == 0, capsys.readouterr().err
+    assert count_fits["n"] == 3  # only the unfinished cells
+    assert main(args) == 0
+    assert count_fits["n"] == 3  # nothing left to fit
+    for name in ("config.json", "cells.json", "metrics.json", "report.md", "toy_topn_16bits.png", "toy_pr_16bits.png"):
+        assert (out / name).stat().st_size > 0, name
+    resolved = json.loads((out / "config.json").read_text())
+    assert resolved["resolved"]["quick"] is True and resolved["seeds"] == [0] and resolved["bits"] == [16]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["records"]) == 4 * 2  # four variants, two tasks
+    assert {r["method"] for r in metrics["records"]} == {"DMH-ZERO", "DMH-PCA", "DMH-FIX", "DMH"}
+    assert all(0 <= r["map"] <= 1 for r in metrics["records"])
+    report = (out / "report.md").read_text()
+    assert "Quick run" in report and "not a reproduction" in report
+    assert "**not** the paper's MIRFLICKR-25K" in report
+    assert "| DMH-PCA (50%) |" in report and "0.5968" in report  # ours beside the paper's number
+
+
+@quiet
+def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_fits, capsys):
+    t8 = tmp_path / "t8"
+    base = ["--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
+    assert main(["reproduce", "table8", *base, "--out", str(t8)]) == 0
+    assert count_fits["n"] == 4
+    count_fits["n"] = 0
+    # table1's DMH at 50% has other quick settings than table8's, fig4's has the same as table1's
+    t1 = tmp_path / "t1"
+    assert main(["reproduce", "table1", *base, "--out", str(t1), "--ratios", "0.5"]) == 0
+    assert count_fits["n"] == 1
+    f4 = tmp_path / "f4"
+    args = ["reproduce", "fig4", *base, "--out", str(f4), "--ratios", "0.5,0.9", "--reuse", str(t1), "--reuse", str(t8)]
+    capsys.readouterr()
+    assert main(args) == 0
+    assert count_fits["n"] == 2  # DMH at 90% only: 50% comes from table1 (IMH is not counted)
+    assert "2 reused from" in capsys.readouterr().out
+    report = (f4 / "report.md").read_text()
+    assert "Reduced run" not in report  # --quick says so itself
+    t1_cells = load_cells(t1)
+    f4_cells = load_cells(f4)
+    assert set(t1_cells) <= set(f4_cells)
+    assert all(f4_cells[k]["records"] == v["records"] for k, v in t1_cells.items())
+    assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "none")]) == 2
+    assert "no cells.json there" in capsys.readouterr().err
+
+
+@quiet
+def test_a_reduced_run_says_so_in_its_report(toy_file, tmp_path, count_fits):
+    out = tmp_path / "t8r"
+    args = [
+        "reproduce",
+        "table8",
+        "--datasets",
+        f"toy={toy_file}",
+        "--out",
+        str(out),
+        "--no-plots",
+        "--seeds",
+        "0",
+        "--bits",
+        "8",
+    ]
+    cfg = load_config("table8")
+    small = {"n_rounds": 1, "hidden_size": 16, "dam_epochs": 1, "d": 8, "cle_max_iter": 3, "gbe_max_iter": 5}
+    cfg["method_params"]["dmh"].update(small)
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(cfg))
+    args[1] = str(path)
+    assert main(args) == 0 and count_fits["n"] == 4
+    report = (out / "report.md").read_text()
+    assert "**Reduced run**: seeds [0] of the config's [0, 1, 2, 3, 4]; bits [8] of the config's" in report
+
+
+@quiet
+def test_quick_fig6_records_the_loss_histories(toy_file, tmp_path, count_fits):
+    out = tmp_path / "f6"
+    args = ["reproduce", "fig6", "--quick", "--datasets", f"toy={toy_file}", "--out", str(out), "--seeds", "1"]
+    assert main(args) == 0 and count_fits["n"] == 1
+    assert main(args) == 0 and count_fits["n"] == 1
+    metrics = json.loads((out / "metrics.json").read_text())
+    (hist,) = metrics["histories"]
+    assert hist["cell"]["seed"] == 1 and hist["cell"]["params"]["n_rounds"] == 2
+    assert len(hist["history"]["cle"]) == 2 and all(hist["history"]["dam_image"])
+    assert [r["round"] for r in hist["rounds"]] == [1, 2] and hist["rounds"][0]["whole"] > 0
+    assert (out / "toy_convergence.png").stat().st_size > 0
+    assert "Loss at the end of each outer round" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["reproduce", "table9"], "unknown experiment 'table9'"),
+        (["reproduce"], "missing NAME"),
+        (["reproduce", "table1"], "pass --data DIR"),
+        (["reproduce", "table1", "--data", "{tmp}/nope"], "does not exist"),
+        (["reproduce", "table1", "--data", "{tmp}"], "wiki_data.mat not found"),
+        (["reproduce", "table1", "--datasets", "imagenet"], "knows no dataset 'imagenet'"),
+        (["reproduce", "table1", "--datasets", "x={tmp}/none.npz"], "neither a built-in dataset"),
+        (["reproduce", "table1", "--datasets", "uci-digits", "--seeds", "a"], "comma-separated integers"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args, message, tmp_path, capsys, count_fits):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "Traceback" not in err
+    assert count_fits["n"] == 0

@@ -1,0 +1,93 @@
+"""The one cell loop and the one cell key shared by `dmh evaluate` and `dmh reproduce`."""
+
+import json
+
+import pytest
+
+from dmh import CrossModalData, save_data
+from dmh.cli import main
+from dmh.evaluation import (
+    cell_key,
+    data_fingerprint,
+    full_params,
+    make_cell,
+    plan_evaluation,
+    reusable_cells,
+    run_cells,
+)
+
+
+def _copy(data, **changes):
+    fields = dict(image=data.image.copy(), text=data.text.copy(), labels=data.labels, train_idx=data.train_idx,
+                  query_idx=data.query_idx, database_idx=data.database_idx)
+    return CrossModalData(**{**fields, **changes})
+
+
+def test_full_params_hold_the_defaults_and_refuse_unknown_names():
+    params = full_params("cvh", {"reg": 0.5})
+    assert params["reg"] == 0.5 and "n_bits" not in params and "random_state" not in params
+    assert full_params("cvh") == {**params, "reg": full_params("cvh")["reg"]}
+    with pytest.raises(ValueError, match="unknown parameter"):
+        full_params("cvh", {"colour": 1})
+
+
+def test_the_key_changes_with_everything_that_changes_the_result(toy_data, tmp_path):
+    fp = data_fingerprint(toy_data, "toy")
+    base = dict(dataset="toy", fingerprint=fp, method="cvh", params={}, n_bits=8, paired_ratio=0.5, seed=0)
+    key = make_cell(**base)["key"]
+    assert make_cell(**base)["key"] == key  # deterministic
+    assert make_cell(**base)["key"] == make_cell(**{**base, "params": {"reg": full_params("cvh")["reg"]}})["key"]
+    for change in ({"params": {"reg": 0.5}}, {"n_bits": 16}, {"paired_ratio": 1.0}, {"seed": 1}, {"method": "imh"}):
+        assert make_cell(**{**base, **change})["key"] != key, change
+    other = _copy(toy_data)
+    other.image[0, 0] += 1.0  # one value of the data changed
+    assert data_fingerprint(other, "toy")["sha256"] != fp["sha256"]
+    resplit = _copy(toy_data, train_idx=toy_data.query_idx, database_idx=toy_data.query_idx,
+                    query_idx=toy_data.train_idx)
+    assert data_fingerprint(resplit, "toy")["split"] != fp["split"]
+    path = save_data(toy_data, tmp_path / "toy.npz")
+    on_file = data_fingerprint(toy_data, str(path))
+    assert on_file["size"] == path.stat().st_size and on_file["source"] == str(path.resolve())
+    with pytest.raises(ValueError, match="lacks"):
+        cell_key({"method": "cvh"})
+
+
+def test_run_cells_records_carry_the_key_and_resume_reuses_exact_matches_only(toy_data):
+    cells = plan_evaluation(toy_data, "toy", ["cvh"], [8], [1.0, 0.5], [0])
+    entries = run_cells(cells, {"data": toy_data})
+    records = [r for e in entries for r in e["records"]]
+    assert len(records) == 4 and {r["cell_key"] for r in records} == {c["key"] for c in cells}
+    reuse, lines = reusable_cells(cells, records)
+    assert set(reuse) == {c["key"] for c in cells} and lines[0].startswith("Resuming: 2 of 2")
+    other = plan_evaluation(toy_data, "toy", ["cvh"], [8], [1.0, 0.5], [0], {"cvh": {"reg": 0.5}})
+    reuse, lines = reusable_cells(other, records + [{"method": "cvh", "task": "image->text"}])
+    assert reuse == {}
+    assert any("2 finished cell(s)" in line and "not reused" in line for line in lines)
+    assert any("1 record(s)" in line and "no cell key" in line for line in lines)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_evaluate_resume_never_mixes_another_data_file(toy_data, tmp_path, capsys):
+    a = save_data(toy_data, tmp_path / "a.npz")
+    changed = _copy(toy_data)
+    changed.text[:, 0] *= 2.0
+    b = save_data(changed, tmp_path / "b.npz")
+    out = tmp_path / "r.json"
+    args = ["--method", "cvh", "--bits", "8", "--paired-ratio", "1.0", "--out", str(out)]
+    assert main(["evaluate", str(a), *args]) == 0
+    first = json.loads(out.read_text())["results"]
+    capsys.readouterr()
+    assert main(["evaluate", str(a), *args, "--resume"]) == 0
+    assert "Resuming: 1 of 1 cell(s) reused" in capsys.readouterr().out
+    assert main(["evaluate", str(b), *args, "--resume"]) == 0
+    said = capsys.readouterr().out
+    assert "Resuming: 0 of 1" in said and "differ from this run" in said
+    second = json.loads(out.read_text())["results"]
+    assert len(second) == 2 and {r["cell_key"] for r in second}.isdisjoint({r["cell_key"] for r in first})
+    # a results file of an older dmh (records without cell_key) is not reused
+    payload = json.loads(out.read_text())
+    for r in payload["results"]:
+        del r["cell_key"]
+    out.write_text(json.dumps(payload))
+    assert main(["evaluate", str(b), *args, "--resume"]) == 0
+    assert "carry no cell key" in capsys.readouterr().out
