@@ -1,11 +1,15 @@
 """The interface every method shares: sign, saving and loading any method through the registry."""
 
+import json
+import warnings
+
 import numpy as np
 import pytest
 
-from dmh import BaseHasher, load_model, sign_codes
+from dmh import BaseHasher, CrossModalData, load_model, sign_codes
 from dmh.baselines.cvh import CVH
 from dmh.baselines.imh import IMH
+from dmh.errors import DegenerateCodesWarning, ModelFileError
 from dmh.registry import METHODS, get_method_class, make_method, method_names
 
 
@@ -35,3 +39,104 @@ def test_any_saved_model_loads_back_through_the_registry(toy_data, tmp_path):
 def test_fit_refuses_what_is_not_cross_modal_data():
     with pytest.raises(TypeError, match="CrossModalData"):
         CVH(8).fit(np.ones((4, 2)))
+
+
+# ---------------------------------------------------------------- bad input (issue 9)
+
+def _rand_data(n=30, seed=0, **kw):
+    rng = np.random.default_rng(seed)
+    return CrossModalData(image=rng.normal(size=(n, 5)), text=rng.normal(size=(n, 4)),
+                          labels=rng.integers(0, 3, n), **kw)
+
+
+def _saved(tmp_path, method="cvh", **params):
+    from dmh.methods import get_method_class
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = get_method_class(method)(n_bits=4, random_state=0, **params).fit(_rand_data())
+    return model, model.save(tmp_path / f"{method}.npz")
+
+
+def _rewrite(path, out, meta_change=None, array_change=None):
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files}
+    meta = json.loads(arrays["__meta__"].tobytes())
+    if meta_change:
+        meta = meta_change(meta)
+    if array_change:
+        array_change(arrays)
+    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez(out, **arrays)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: {**m, "n_bits": 8}, "weights disagree with the header.*n_bits = 8"),
+        (lambda m: {**m, "n_features": {"image": 9, "text": 4}}, "image features = 9"),
+        (lambda m: [m], "expected a JSON object"),
+        (lambda m: {**m, "n_bits": "4"}, "'n_bits' is '4', expected int"),
+        (lambda m: {k: v for k, v in m.items() if k != "params"}, "lacks 'params'"),
+        (lambda m: {**m, "method": "nope"}, "unknown method"),
+        (lambda m: {**m, "n_bits": 0}, "n_bits must be between 1 and 4096"),
+    ],
+)
+def test_model_header_checked_against_weights(tmp_path, change, message):
+    _, path = _saved(tmp_path)
+    bad = _rewrite(path, tmp_path / "bad.npz", meta_change=change)
+    with pytest.raises(ModelFileError, match=message) as err:
+        load_model(bad)
+    assert str(bad) in str(err.value)
+
+
+def test_dmh_hidden_size_mismatch_and_nan_weights(tmp_path):
+    params = {"n_rounds": 1, "hidden_size": 8, "d": 6, "dam_epochs": 1, "cle_max_iter": 2, "gbe_max_iter": 3}
+    _, path = _saved(tmp_path, "dmh", **params)
+
+    def hidden(meta):
+        meta["params"]["hidden_size"] = 16
+        return meta
+
+    with pytest.raises(ModelFileError, match="image_net.body.0.weight"):
+        load_model(_rewrite(path, tmp_path / "h.npz", meta_change=hidden))
+
+    def nan(arrays):
+        arrays["text_net.head.weight"] = np.full_like(arrays["text_net.head.weight"], np.nan)
+
+    with pytest.raises(ModelFileError, match="NaN or infinite weights"):
+        load_model(_rewrite(path, tmp_path / "n.npz", array_change=nan))
+
+    def gamma(meta):
+        meta["params"]["gamma"] = "nan"
+        return meta
+
+    with pytest.raises(ModelFileError, match="gamma must be a finite number"):
+        load_model(_rewrite(path, tmp_path / "g.npz", meta_change=gamma))
+
+
+def test_model_missing_arrays(tmp_path):
+    _, path = _saved(tmp_path)
+    bad = _rewrite(path, tmp_path / "bad.npz", array_change=lambda a: a.pop("text_projection"))
+    with pytest.raises(ModelFileError, match="lacks the arrays.*text_projection"):
+        load_model(bad)
+
+
+class _Constant(BaseHasher):
+    method_name = "constant-test"
+
+    def __init__(self, n_bits=4, random_state=None):
+        self.n_bits = n_bits
+        self.random_state = random_state
+
+    def _fit(self, data):
+        pass
+
+    def _project(self, X, modality):
+        return np.ones((X.shape[0], self.n_bits_))
+
+
+def test_fit_warns_on_constant_bits():
+    with pytest.warns(DegenerateCodesWarning, match="every training object gets the same code"):
+        _Constant().fit(_rand_data())

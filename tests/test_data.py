@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from dmh import CrossModalData, make_semi_paired
+from dmh import CrossModalData, load_data, make_semi_paired
 from dmh.data import random_split
+from dmh.errors import DataFileError, ParameterError
 
 
 def test_masks_are_explicit_and_missing_rows_zeroed():
@@ -85,3 +86,61 @@ def test_subset_and_splits(toy_data):
     q = toy_data.query()
     assert q.n_objects == 40 and q.labels.shape == (40,)
     assert toy_data.label_matrix().shape == (120, 4)
+
+
+# ---------------------------------------------------------------- bad input (issue 9)
+
+def _rand_data(n=30, seed=0, **kw):
+    rng = np.random.default_rng(seed)
+    return CrossModalData(image=rng.normal(size=(n, 5)), text=rng.normal(size=(n, 4)),
+                          labels=rng.integers(0, 3, n), **kw)
+
+
+def _split_file(tmp_path, n=50, **idx):
+    rng = np.random.default_rng(1)
+    path = tmp_path / "d.npz"
+    np.savez(path, image=rng.normal(size=(n, 3)), text=rng.normal(size=(n, 2)), **idx)
+    return load_data(path)
+
+
+def _assert_consistent(d, n=50):
+    assert np.intersect1d(d.query_idx, d.train_idx).size == 0, "queries leak into the training set"
+    assert np.intersect1d(d.query_idx, d.database_idx).size == 0
+    assert np.isin(d.train_idx, d.database_idx).all()
+    assert np.union1d(d.query_idx, d.database_idx).size == n, "some objects are in no set"
+
+
+def test_partial_split_query_only_derives_the_rest(tmp_path):
+    d = _split_file(tmp_path, query_idx=np.arange(5, 15))
+    assert np.array_equal(d.query_idx, np.arange(5, 15))
+    assert np.array_equal(d.database_idx, np.setdiff1d(np.arange(50), np.arange(5, 15)))
+    _assert_consistent(d)
+
+
+def test_partial_split_database_only_and_train_only(tmp_path):
+    d = _split_file(tmp_path, database_idx=np.arange(40))
+    assert np.array_equal(d.query_idx, np.arange(40, 50))
+    _assert_consistent(d)
+    d = _split_file(tmp_path, train_idx=np.arange(20))
+    assert np.array_equal(d.train_idx, np.arange(20))
+    assert d.query_idx.size == 6 and d.query_idx.min() >= 20  # 20% of the 30 objects outside training
+    _assert_consistent(d)
+    d = _split_file(tmp_path, train_idx=np.arange(10), database_idx=np.arange(30))
+    assert np.array_equal(d.query_idx, np.arange(30, 50))
+
+
+def test_partial_split_refuses_what_cannot_be_derived(tmp_path):
+    with pytest.raises(DataFileError, match="none is left for the queries"):
+        _split_file(tmp_path, database_idx=np.arange(50))
+    with pytest.raises(DataFileError, match="none is left for the database"):
+        _split_file(tmp_path, query_idx=np.arange(50))
+    with pytest.raises(DataFileError, match="no object for the queries"):
+        _split_file(tmp_path, train_idx=np.arange(50))
+
+
+@pytest.mark.parametrize("ratio", [1.5, float("nan"), -0.1, "a"])
+def test_paired_ratio_validation(ratio):
+    from dmh import make_semi_paired
+
+    with pytest.raises(ParameterError, match="paired_ratio"):
+        make_semi_paired(_rand_data(), ratio)

@@ -211,7 +211,7 @@ def test_bad_input_names_the_problem(call, error, message):
 
 @needs_faiss
 def test_faiss_candidate_growth_over_batches():
-    """Many queries, k far below the tie group size: the range-search fallback kicks in."""
+    """Many queries (several sample-distance chunks), k far below the tie group size."""
     rng = np.random.default_rng(5)
     codes = random_codes(rng, 3000, 8)
     queries = random_codes(rng, 1500, 8)  # > one faiss batch

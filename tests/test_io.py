@@ -1,3 +1,5 @@
+import os
+
 import h5py
 import numpy as np
 import pytest
@@ -5,6 +7,7 @@ import scipy.io as sio
 
 from dmh import CrossModalData, load_data, save_data
 from dmh.datasets import load_dataset
+from dmh.errors import DataError, DataFileError, DmhError
 
 from .conftest import WIKI, requires_file
 
@@ -132,3 +135,95 @@ def test_wikipedia_toolkit_protocol():
     assert d.n_objects == 2866 and d.query_idx.size == 693
     assert np.array_equal(d.train_idx, d.database_idx) and d.train_idx.size == 2173
     assert d.image.shape[1] == 128 and d.text.shape[1] == 10
+
+
+# ---------------------------------------------------------------- bad input (issue 9)
+
+def _rand_data(n=30, seed=0, **kw):
+    rng = np.random.default_rng(seed)
+    return CrossModalData(image=rng.normal(size=(n, 5)), text=rng.normal(size=(n, 4)),
+                          labels=rng.integers(0, 3, n), **kw)
+
+
+def test_damaged_npz_data_files_name_the_file_and_never_mention_pickle(tmp_path):
+    (tmp_path / "empty.npz").write_bytes(b"")
+    np.save(tmp_path / "single.npy", np.ones(3))
+    os.replace(tmp_path / "single.npy", tmp_path / "single.npz")
+    (tmp_path / "garbage.npz").write_bytes(b"\x80\x04garbage that looks like a pickle" * 4)
+    np.savez(tmp_path / "objects.npz", image=np.array([None, 1], dtype=object))
+    good = save_data(_rand_data(), tmp_path / "good.npz").read_bytes()
+    (tmp_path / "truncated.npz").write_bytes(good[: len(good) // 2])
+    expected = {"empty": "is empty", "single": "single .npy array", "garbage": "not an .npz archive",
+                "objects": "object data", "truncated": "truncated"}
+    for name, message in expected.items():
+        path = tmp_path / f"{name}.npz"
+        with pytest.raises(DataFileError, match=message) as err:
+            load_data(path)
+        assert str(path) in str(err.value) and "pickle" not in str(err.value).lower()
+
+
+def test_damaged_mat_files(tmp_path):
+    import h5py
+
+    (tmp_path / "empty.mat").write_bytes(b"")
+    (tmp_path / "garbage.mat").write_bytes(b"MATLAB 5.0 MAT-file" + bytes(range(256)) * 3)
+    good = save_data(_rand_data(), tmp_path / "good.mat").read_bytes()
+    (tmp_path / "truncated_v5.mat").write_bytes(good[: len(good) // 2])
+    with h5py.File(tmp_path / "v73.mat", "w") as f:
+        f["image"] = np.ones((5, 30))
+        f["text"] = np.ones((4, 30))
+    v73 = (tmp_path / "v73.mat").read_bytes()
+    (tmp_path / "truncated_v73.mat").write_bytes(v73[: len(v73) // 2])
+    with h5py.File(tmp_path / "strings.mat", "w") as f:
+        f["image"] = np.ones((5, 30))
+        f["text"] = np.ones((4, 30))
+        f["labels"] = np.array([b"cat"] * 30)
+    for name in ("empty", "garbage", "truncated_v5", "truncated_v73", "strings"):
+        path = tmp_path / f"{name}.mat"
+        with pytest.raises(DataFileError) as err:
+            load_data(path)
+        assert str(path) in str(err.value), name
+
+
+def test_directories_and_unsupported_types(tmp_path):
+    (tmp_path / "folder.npz").mkdir()
+    with pytest.raises(IsADirectoryError):
+        load_data(tmp_path / "folder.npz")
+    (tmp_path / "d.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(DataFileError, match="unsupported data file type '.csv'"):
+        load_data(tmp_path / "d.csv")
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"image": np.ones((4, 2)), "text": np.array([["a", "b"]] * 4)}, "array 'text' holds text data"),
+        ({"image": np.full((4, 2), np.nan), "text": np.ones((4, 2))}, "NaN or infinite"),
+        ({"image": np.ones((4, 2)), "text": np.ones((3, 2))}, "text has 3 rows, expected 4"),
+        ({"image": np.ones((4, 2)), "text": np.ones((4, 2)), "labels": np.array(["x"] * 4)},
+         "array 'labels' holds text data"),
+        ({"image": np.ones((4, 2)), "text": np.ones((4, 2)), "query_idx": np.array([0, 9])}, "outside"),
+        ({"image": np.ones((4, 2)), "text": np.ones((4, 2)), "query_idx": np.array([-1])}, "outside"),
+        ({"image": np.ones((4, 2)), "text": np.ones((4, 2)), "query_idx": np.array([1, 1])}, "repeated"),
+        ({"image": np.ones((4, 2)), "text": np.ones((4, 2)), "query_idx": np.array([0.5])}, "integer"),
+        ({"image": np.ones(4), "text": np.ones((4, 2))}, "2-D"),
+        ({"image": np.ones((4, 2)), "text": np.ones((4, 2)), "image_mask": np.array([2, 0, 1, 1])}, "boolean"),
+    ],
+)
+def test_inconsistent_arrays_name_the_file(tmp_path, arrays, message):
+    path = tmp_path / "d.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(DataFileError, match=message) as err:
+        load_data(path)
+    assert str(path) in str(err.value) and isinstance(err.value, DmhError)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_tiny_files_load_without_a_split(tmp_path, n):
+    path = tmp_path / "tiny.npz"
+    np.savez(path, image=np.ones((n, 3)), text=np.ones((n, 2)))
+    d = load_data(path)
+    assert d.n_objects == n and not d.has_split
+    assert f"{n} objects" in d.summary()
+    with pytest.raises(DataError, match="have no train_idx"):
+        d.train()

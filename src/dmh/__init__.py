@@ -4,6 +4,7 @@ Deep Manifold Hashing (Shi et al.) and the baselines of its experiments behind o
 Importing :mod:`dmh` does not import PyTorch; :class:`dmh.DMH` imports it when first used.
 """
 
+from ._threads import get_threads, set_threads, thread_limit
 from .base import BaseHasher, load_model, sign_codes
 from .data import CrossModalData, make_semi_paired, random_split
 from .datasets import load_dataset
@@ -24,6 +25,9 @@ __all__ = [
     "random_split",
     "save_data",
     "sign_codes",
+    "get_threads",
+    "set_threads",
+    "thread_limit",
 ]
 
 

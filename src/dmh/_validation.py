@@ -7,12 +7,14 @@ import numbers
 
 import numpy as np
 
+from .errors import DataError, DataTypeError, ParameterError, ParameterTypeError
+
 MODALITIES = ("image", "text")
 
 
 def check_modality(modality: str) -> str:
     if modality not in MODALITIES:
-        raise ValueError(f"modality must be one of {MODALITIES}, got {modality!r}")
+        raise ParameterError(f"modality must be one of {MODALITIES}, got {modality!r}")
     return modality
 
 
@@ -32,34 +34,34 @@ def check_features(
     modality's missing rows may hold anything (they are ignored, never read).
     """
     if X is None:
-        raise ValueError(f"{name} is missing (got None)")
+        raise DataError(f"{name} is missing (got None)")
     if hasattr(X, "toarray"):  # scipy.sparse
         X = X.toarray()
     arr = np.asarray(X)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
     ):
-        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+        raise DataTypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
     if np.iscomplexobj(arr):
-        raise TypeError(f"{name} must be real-valued, got dtype {arr.dtype}")
+        raise DataTypeError(f"{name} must be real-valued, got dtype {arr.dtype}")
     if arr.ndim != 2:
-        raise ValueError(
+        raise DataError(
             f"{name} must be a 2-D array (n_objects x n_features), got shape {arr.shape}"
         )
     if n_rows is not None and arr.shape[0] != n_rows:
-        raise ValueError(f"{name} has {arr.shape[0]} rows, expected {n_rows}")
+        raise DataError(f"{name} has {arr.shape[0]} rows, expected {n_rows}")
     if n_cols is not None and arr.shape[1] != n_cols:
-        raise ValueError(
+        raise DataError(
             f"{name} has {arr.shape[1]} features (columns), expected {n_cols} "
             "(the dimension the model was fitted with)"
         )
     if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
-        raise ValueError(f"{name} is empty (shape {arr.shape})")
+        raise DataError(f"{name} is empty (shape {arr.shape})")
     arr = arr.astype(dtype, copy=False)
     sub = arr if rows_to_check is None else arr[rows_to_check]
     if sub.size and not np.isfinite(sub).all():
         bad = np.flatnonzero(~np.isfinite(sub).all(axis=1))
-        raise ValueError(
+        raise DataError(
             f"{name} contains NaN or infinite values in {bad.size} row(s) (first: {bad[:5].tolist()}); "
             "mark a missing modality with image_mask/text_mask instead of NaN"
         )
@@ -71,12 +73,12 @@ def check_mask(mask, name: str, n: int) -> np.ndarray:
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.reshape(-1)
     if arr.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
+        raise DataError(f"{name} must have shape ({n},), got {arr.shape}")
     if arr.dtype != np.bool_:
         if np.issubdtype(arr.dtype, np.number) and np.isin(arr, (0, 1)).all():
             arr = arr.astype(bool)
         else:
-            raise TypeError(f"{name} must be boolean (or 0/1), got dtype {arr.dtype}")
+            raise DataTypeError(f"{name} must be boolean (or 0/1), got dtype {arr.dtype}")
     return arr
 
 
@@ -85,22 +87,22 @@ def check_index(idx, name: str, n: int) -> np.ndarray:
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.reshape(-1)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of 0-based row indices, got shape {arr.shape}")
+        raise DataError(f"{name} must be a 1-D array of 0-based row indices, got shape {arr.shape}")
     if arr.size == 0:
-        raise ValueError(f"{name} is empty")
+        raise DataError(f"{name} is empty")
     if not np.issubdtype(arr.dtype, np.integer):
         if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
         else:
-            raise TypeError(f"{name} must hold integer indices, got dtype {arr.dtype}")
+            raise DataTypeError(f"{name} must hold integer indices, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
     if arr.min() < 0 or arr.max() >= n:
-        raise ValueError(
+        raise DataError(
             f"{name} holds indices outside [0, {n - 1}] (min {arr.min()}, max {arr.max()}); "
             "indices are 0-based"
         )
     if np.unique(arr).size != arr.size:
-        raise ValueError(f"{name} holds repeated indices")
+        raise DataError(f"{name} holds repeated indices")
     return arr
 
 
@@ -110,46 +112,73 @@ def check_labels(labels, n: int, name: str = "labels") -> np.ndarray:
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr.reshape(-1)
     if arr.ndim not in (1, 2) or arr.shape[0] != n:
-        raise ValueError(
+        raise DataError(
             f"{name} must be class ids of shape ({n},) or a multi-hot matrix of shape ({n}, L), "
             f"got {arr.shape}"
         )
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+        raise DataTypeError(f"{name} must be numeric, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.floating):
         if not np.isfinite(arr).all():
-            raise ValueError(f"{name} contains NaN or infinite values")
+            raise DataError(f"{name} contains NaN or infinite values")
         if not np.all(arr == np.round(arr)):
-            raise ValueError(f"{name} must hold integer class ids or 0/1 multi-hot entries")
+            raise DataError(f"{name} must hold integer class ids or 0/1 multi-hot entries")
     if arr.ndim == 2:
         if not np.isin(arr, (0, 1)).all():
-            raise ValueError(f"multi-hot {name} must hold only 0 and 1")
+            raise DataError(f"multi-hot {name} must hold only 0 and 1")
         return arr.astype(np.uint8)
     return arr.astype(np.int64)
 
 
 def check_n_bits(n_bits) -> int:
     if isinstance(n_bits, bool) or not isinstance(n_bits, numbers.Integral):
-        raise TypeError(f"n_bits must be an integer, got {n_bits!r}")
+        raise ParameterTypeError(f"n_bits must be an integer, got {n_bits!r}")
     if n_bits < 1 or n_bits > 4096:
-        raise ValueError(f"n_bits must be between 1 and 4096, got {n_bits}")
+        raise ParameterError(f"n_bits must be between 1 and 4096, got {n_bits}")
     return int(n_bits)
 
 
 def check_codes(codes, name: str = "codes", n_bits: int | None = None) -> np.ndarray:
     arr = np.asarray(codes)
     if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n x n_bits), got shape {arr.shape}")
+        raise DataError(f"{name} must be 2-D (n x n_bits), got shape {arr.shape}")
     if n_bits is not None and arr.shape[1] != n_bits:
-        raise ValueError(f"{name} have {arr.shape[1]} bits, expected {n_bits}")
+        raise DataError(f"{name} have {arr.shape[1]} bits, expected {n_bits}")
     if not np.isin(arr, (-1, 1)).all():
-        raise ValueError(f"{name} must hold only -1 and +1")
+        raise DataError(f"{name} must hold only -1 and +1")
     return arr.astype(np.int8)
+
+
+def check_paired_ratio(value, name: str = "paired_ratio", *, allow_zero: bool = False) -> float:
+    """A paired ratio as a float in (0, 1] (or [0, 1] with ``allow_zero``); NaN, inf, booleans,
+    strings and values outside the interval are refused. One check for ``fit``, ``evaluate`` and
+    :func:`dmh.make_semi_paired`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ParameterTypeError(f"{name} must be a number in {'[0' if allow_zero else '(0'}, 1], got {value!r}")
+    ratio = float(value)
+    low_ok = ratio >= 0.0 if allow_zero else ratio > 0.0
+    if not (np.isfinite(ratio) and low_ok and ratio <= 1.0):
+        raise ParameterError(f"{name} must lie in {'[0' if allow_zero else '(0'}, 1], got {value!r}")
+    return ratio
+
+
+def check_unique(values, name: str) -> list:
+    """``values`` (a list of seeds, bit lengths, ratios or method names) after refusing repeats:
+    a repeated seed would be counted twice in a mean and a standard deviation."""
+    values = list(values)
+    seen, repeated = set(), []
+    for v in values:
+        if v in seen and v not in repeated:
+            repeated.append(v)
+        seen.add(v)
+    if repeated:
+        raise ParameterError(f"{name} repeats {', '.join(map(str, repeated))}; give each value once")
+    return values
 
 
 # ------------------------------------------------------------------ hyperparameters
 # One family of checks for every method's hyperparameters: each returns the value in its canonical
-# type or raises a ValueError that names the parameter (and, with ``owner``, the method).
+# type or raises a ParameterError (a ValueError) that names the parameter (and, with ``owner``, the method).
 def _prefix(owner: str | None) -> str:
     return f"{owner}: " if owner else ""
 
@@ -157,7 +186,7 @@ def _prefix(owner: str | None) -> str:
 def check_int(value, name: str, *, minimum: int = 1, owner: str | None = None) -> int:
     """``value`` as an int >= ``minimum`` (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{_prefix(owner)}{name} must be an integer >= {minimum}, got {value!r}")
+        raise ParameterError(f"{_prefix(owner)}{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
@@ -173,7 +202,7 @@ def check_real(value, name: str, *, low: float = 0.0, low_inclusive: bool = True
     if not ok:
         lo = "[" if low_inclusive else "("
         hi = ("]" if high_inclusive else ")") if high is not None else ")"
-        raise ValueError(
+        raise ParameterError(
             f"{_prefix(owner)}{name} must be a finite number in {lo}{low}, {'inf' if high is None else high}{hi}, "
             f"got {value!r}"
         )
@@ -183,7 +212,7 @@ def check_real(value, name: str, *, low: float = 0.0, low_inclusive: bool = True
 def check_choice(value, name: str, allowed, *, owner: str | None = None):
     """``value`` if it is one of ``allowed``."""
     if value not in tuple(allowed):
-        raise ValueError(f"{_prefix(owner)}{name} must be one of {tuple(allowed)}, got {value!r}")
+        raise ParameterError(f"{_prefix(owner)}{name} must be one of {tuple(allowed)}, got {value!r}")
     return value
 
 
@@ -193,7 +222,16 @@ def check_random_state(random_state) -> np.random.Generator:
     if isinstance(random_state, np.random.Generator):
         return random_state
     if random_state is None or (isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)):
-        return np.random.default_rng(random_state)
+        return np.random.default_rng(check_seed(random_state) if random_state is not None else None)
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
-    raise ValueError(f"random_state must be None, an integer, a numpy Generator or RandomState, got {random_state!r}")
+    raise ParameterError(
+        f"random_state must be None, an integer, a numpy Generator or RandomState, got {random_state!r}"
+    )
+
+
+def check_seed(seed, name: str = "random_state") -> int:
+    """A seed: a non-negative integer (numpy's generators refuse negative ones)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ParameterError(f"{name} must be a non-negative integer seed, got {seed!r}")
+    return int(seed)

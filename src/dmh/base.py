@@ -5,6 +5,13 @@ scikit-learn conventions: hyperparameters in ``__init__`` (stored unchanged), ``
 A cross-modal query is "encode one modality": ``encode(images, modality="image")`` searched against
 ``encode(texts, modality="text")``.
 
+Threads: ``fit`` and ``project``/``encode`` run inside :func:`dmh._threads.thread_limit`, one
+limit for torch, BLAS/OpenMP and faiss. A method that accepts ``n_threads`` in its ``__init__``
+(DMH does) uses that value; every other method (and ``n_threads=None``) uses the process setting
+(:func:`dmh.set_threads`, ``dmh --threads``, ``DMH_THREADS``, ``OMP_NUM_THREADS``, else the
+physical cores available). A subclass sets ``uses_torch = True`` so that torch's pools are limited
+too (torch is imported before the limit is applied).
+
 Saved models are ``.npz`` archives of plain arrays plus a JSON header (no pickle: loading an
 untrusted file cannot run code), written atomically.
 """
@@ -20,8 +27,10 @@ from sklearn.utils.validation import check_is_fitted
 from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
 from ._json import jsonable as _jsonable
+from ._threads import thread_limit
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
+from .errors import DataError, DataTypeError, DmhError, ModelFileError, ParameterError
 from .registry import get_method_class
 
 __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
@@ -48,6 +57,14 @@ class BaseHasher(BaseEstimator):
     uses_unpaired = False
     #: fewest paired objects the method needs
     min_paired = 2
+    #: True when ``_fit`` / ``_project`` use torch (its thread pools are then limited as well)
+    uses_torch = False
+
+    # ------------------------------------------------------------------ threads
+    def _thread_limit(self):
+        """The thread limit of this estimator's work: ``self.n_threads`` when the class takes
+        that parameter (``None`` there means the process setting), else the process setting."""
+        return thread_limit(getattr(self, "n_threads", None), torch=self.uses_torch)
 
     # ------------------------------------------------------------------ fitting
     def fit(self, data: CrossModalData):
@@ -55,23 +72,70 @@ class BaseHasher(BaseEstimator):
         data = self._check_fit_data(data)
         self.n_bits_ = check_n_bits(self.n_bits)
         self.n_features_ = {"image": data.image.shape[1], "text": data.text.shape[1]}
-        self._fit(data)
+        with self._thread_limit():
+            self._fit(data)
+            self._warn_degenerate_bits(data)
         return self
+
+    #: a bit is "near-constant" when this fraction (or more) of the training codes share its value
+    degenerate_fraction = 0.99
+    #: at most this many training rows per modality are encoded for the check (evenly spaced)
+    _degenerate_sample = 2000
+
+    def _warn_degenerate_bits(self, data: CrossModalData) -> None:
+        """Warn (:class:`dmh.errors.DegenerateCodesWarning`) when the fitted hash functions give
+        constant or near-constant bits on the training data (a diverged or collapsed fit): such bits
+        carry no information, and identical codes make every ranking a tie."""
+        import warnings
+
+        from .errors import DegenerateCodesWarning
+
+        for modality in ("image", "text"):
+            rows = np.flatnonzero(data.mask(modality))
+            if rows.size < 2:
+                continue
+            if rows.size > self._degenerate_sample:
+                rows = rows[np.linspace(0, rows.size - 1, self._degenerate_sample).astype(np.int64)]
+            X = (data.image if modality == "image" else data.text)[rows]
+            values = self.project(X, modality)
+            if not np.isfinite(values).all():
+                warnings.warn(
+                    f"{type(self).__name__}: the fitted {modality} hash functions give NaN or infinite outputs "
+                    "on the training data (a diverged fit); its codes are meaningless",
+                    DegenerateCodesWarning, stacklevel=3,
+                )
+                continue
+            codes = sign_codes(values)
+            share = np.maximum((codes > 0).mean(0), (codes < 0).mean(0))
+            constant = int((share >= 1.0).sum())
+            near = int((share >= self.degenerate_fraction).sum()) - constant
+            if constant + near == 0:
+                continue
+            if np.unique(codes, axis=0).shape[0] == 1:
+                detail = "every training object gets the same code"
+            else:
+                detail = (f"{constant} of {self.n_bits_} bits are constant and {near} more near-constant "
+                          f"(>= {self.degenerate_fraction:.0%} of the objects share the value)")
+            warnings.warn(
+                f"{type(self).__name__} ({self.n_bits_} bits): on the {modality} training data {detail}; "
+                "such bits carry no information (a collapsed or diverged fit?)",
+                DegenerateCodesWarning, stacklevel=3,
+            )
 
     def _check_fit_data(self, data) -> CrossModalData:
         if not isinstance(data, CrossModalData):
-            raise TypeError(
+            raise DataTypeError(
                 f"{type(self).__name__}.fit expects a dmh.CrossModalData, got {type(data).__name__}; "
                 "build one with dmh.CrossModalData(image=..., text=..., image_mask=..., text_mask=...)"
             )
         for modality in ("image", "text"):
             if not data.mask(modality).any():
-                raise ValueError(
+                raise DataError(
                     f"{type(self).__name__} needs both modalities: the training data hold no {modality}"
                 )
         n_paired = data.n_paired
         if n_paired < self.min_paired:
-            raise ValueError(
+            raise DataError(
                 f"{type(self).__name__} needs at least {self.min_paired} paired objects (both image and "
                 f"text), the training data hold {n_paired}"
             )
@@ -90,10 +154,10 @@ class BaseHasher(BaseEstimator):
         featurized as the training data were (the model's ``featurizer_``, recorded when it was
         fitted on a file from ``dmh featurize`` or in a collection). Give exactly one of the two."""
         if (texts is None) == (images is None):
-            raise ValueError("give exactly one of texts= and images=")
+            raise ParameterError("give exactly one of texts= and images=")
         featurizer = getattr(self, "featurizer_", None)
         if featurizer is None:
-            raise ValueError(
+            raise ParameterError(
                 "this model does not know how its inputs were featurized (it was fitted on features "
                 "not made by dmh featurize); encode features with model.encode(X, modality)"
             )
@@ -110,7 +174,8 @@ class BaseHasher(BaseEstimator):
         check_is_fitted(self, "n_bits_")
         modality = check_modality(modality)
         X = check_features(X, f"{modality} features", n_cols=self.n_features_[modality])
-        return np.asarray(self._project(X, modality), dtype=np.float64)
+        with self._thread_limit():
+            return np.asarray(self._project(X, modality), dtype=np.float64)
 
     def _project(self, X: np.ndarray, modality: str) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -121,6 +186,13 @@ class BaseHasher(BaseEstimator):
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _state_spec(self) -> dict[str, tuple]:
+        """The arrays a saved state must hold and their shapes, checked on load before anything is
+        built from them. Each dimension is an int, ``None`` (any), or a letter: ``"I"`` / ``"T"``
+        (image / text features of the header), ``"B"`` (``n_bits`` of the header), any other
+        letter a size that must agree across the arrays that name it."""
+        return {}
 
     def _extra_meta(self) -> dict:
         """JSON-serialisable fitted attributes (besides arrays) to save."""
@@ -161,20 +233,52 @@ class BaseHasher(BaseEstimator):
         """Load a model saved by :meth:`save` (any method when called on :class:`BaseHasher`)."""
         model = load_model(path)
         if cls is not BaseHasher and not isinstance(model, cls):
+            # not user input: a programming error
             raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
         return model
 
 
 def load_model(path) -> BaseHasher:
-    """Load any saved model; the method is read from the file's header."""
-    meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model")
-    klass = get_method_class(meta["method"])
-    params = meta["params"]
+    """Load any saved model; the method is read from the file's header.
+
+    The file is validated before anything is built from it: archive integrity, a header that is a
+    JSON object with the required keys of the right types, a known method, valid hyperparameters,
+    every weight array present with the shape the header implies (features, ``n_bits``, hidden
+    size), and finite weights. Any problem is a :class:`dmh.errors.ModelFileError` naming the file.
+    """
+    schema = {"method": str, "params": dict, "n_bits": int, "n_features": dict}
+    meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model", schema, ModelFileError)
+    try:
+        klass = get_method_class(meta["method"])
+    except KeyError as exc:
+        raise ModelFileError(path, f"names an unknown method: {exc.args[0]}") from None
+    try:
+        n_bits = check_n_bits(meta["n_bits"])
+    except ParameterError as exc:
+        raise ModelFileError(path, f"has a damaged header: {exc}") from None
+    n_features = meta["n_features"]
+    if set(n_features) != {"image", "text"} or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in n_features.values()
+    ):
+        raise ModelFileError(
+            path, f"has a damaged header: n_features must be positive 'image' and 'text' counts, got {n_features!r}"
+        )
+    extra = meta.get("extra", {})
+    if not isinstance(extra, dict):
+        raise ModelFileError(path, f"has a damaged header: 'extra' must be an object, got {extra!r}")
     valid = klass().get_params(deep=False)
-    model = klass(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in params.items() if k in valid})
-    model.n_bits_ = int(meta["n_bits"])
-    model.n_features_ = {k: int(v) for k, v in meta["n_features"].items()}
-    model._set_extra_meta(meta.get("extra", {}))
+    params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in meta["params"].items() if k in valid}
+    model = klass(**params)
+    model.n_bits_ = n_bits
+    model.n_features_ = {k: int(v) for k, v in n_features.items()}
+    try:
+        if hasattr(model, "_check_params"):
+            model._check_params()
+        model._set_extra_meta(extra)
+    except (DmhError, KeyError, TypeError, ValueError) as exc:  # header values read by the methods
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise ModelFileError(path, f"has invalid values in its header: {msg}") from None
+    _check_state(model, state, path)
     model._set_state(state)
     if meta.get("featurizer"):
         from .featurizer_spec import FeaturizerSpec
@@ -182,3 +286,35 @@ def load_model(path) -> BaseHasher:
         model.featurizer_ = FeaturizerSpec.from_dict(meta["featurizer"], f"{path} (featurizer)")
         model.featurizer_.warn_if_unavailable(str(path))
     return model
+
+
+def _check_state(model: BaseHasher, state: dict, path) -> None:
+    """Weights against the header (see :meth:`BaseHasher._state_spec`), and finite."""
+    spec = model._state_spec()
+    missing = sorted(set(spec) - set(state))
+    if missing:
+        raise ModelFileError(path, f"is incomplete: it lacks the arrays {missing}")
+    dims = {"I": model.n_features_["image"], "T": model.n_features_["text"], "B": model.n_bits_}
+    names = {"I": "image features", "T": "text features", "B": "n_bits"}
+    for key, shape in spec.items():
+        arr = state[key]
+        if arr.ndim != len(shape):
+            raise ModelFileError(path, f"array {key!r} has shape {arr.shape}, expected {len(shape)} dimensions")
+        for want, got in zip(shape, arr.shape, strict=True):
+            if want is None:
+                continue
+            if isinstance(want, str):
+                if want in dims and dims[want] != got:
+                    what = (f"the header's {names[want]} = {dims[want]}" if want in names
+                            else f"other arrays give {dims[want]}")
+                    raise ModelFileError(
+                        path, f"weights disagree with the header: array {key!r} has shape {arr.shape}, but {what}"
+                    )
+                dims.setdefault(want, got)
+            elif want != got:
+                raise ModelFileError(path, f"array {key!r} has shape {arr.shape}, expected {shape}")
+    for key, arr in state.items():
+        if key != "objective" and arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+            raise ModelFileError(
+                path, f"array {key!r} holds NaN or infinite weights (a diverged fit?); refusing to load it"
+            )

@@ -14,8 +14,10 @@ file                   content
 ``model.npz``          the fitted hashing model, with its featurizer (so raw queries can be encoded)
 ``image_codes.npz``    codes of the items' photos / captions (:func:`dmh.index.save_codes`, ids =
 ``text_codes.npz``     item ids)
-``images.dmhidx``      Hamming indexes of those codes (:class:`dmh.index.HammingIndex`)
-``texts.dmhidx``
+``images.dmhidx``      Hamming indexes of those codes (:class:`dmh.index.HammingIndex`), or with
+``texts.dmhidx``       ``store="milvus[:URI]"`` ``store.json``: the codes are searched in two Milvus
+                       collections (:class:`dmh.store.milvus.MilvusCodeStore`; default URI the
+                       milvus-lite file ``codes.db`` in the folder)
 ``thumbs/ID.jpg``      thumbnails (longest side 256 px), made once
 =====================  ==========================================================================
 
@@ -29,11 +31,17 @@ Stages: ``scan`` (manifest) -> ``features`` (image features saved every 512 phot
 interrupted run resumes mid-way) -> ``fit`` -> ``codes`` (codes and indexes) -> ``thumbs``.
 ``add_to_collection`` featurizes, encodes and indexes only new items, with the stored featurizer
 and model (the model is not refitted; the bag-of-words vocabulary stays that of the build).
+
+``ray=RayOptions(...)`` (:mod:`dmh.distributed`) runs the image features and the hash codes of
+``build_collection`` / ``add_to_collection`` as Ray Data stages (a local runtime or a cluster);
+the results are those of the single-process path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
 import io
 import json
 import shutil
@@ -61,6 +69,7 @@ STAGES = ("scan", "features", "fit", "codes", "thumbs")
 TARGETS = ("images", "texts")
 THUMB_SIZE = 256
 IMAGE_CHUNK = 512
+RAY_IMAGE_CHUNK = 16_384  # photos per Ray job (each starts its actors): resumable in these steps
 MAX_QUERY_PIXELS = 50_000_000
 
 
@@ -178,9 +187,10 @@ def _scan(photos, captions, known_images=frozenset()) -> tuple[list[dict], int]:
 
 
 # ----------------------------------------------------------------------------------------- featurize
-def _image_features_chunked(items, spec, work: Path | None, batch_size: int, progress: bool):
-    """Image features of the items with a photo; chunks of IMAGE_CHUNK saved under ``work`` (when
-    given) so that an interrupted build resumes. Returns ``(features, rows, failures)``."""
+def _image_features_chunked(items, spec, work: Path | None, batch_size: int, progress: bool, ray=None):
+    """Image features of the items with a photo; chunks of IMAGE_CHUNK (RAY_IMAGE_CHUNK with
+    ``ray``) saved under ``work`` (when given) so that an interrupted build resumes. Returns
+    ``(features, rows, failures)``."""
     from tqdm.auto import tqdm
 
     from .featurize import image_features
@@ -188,14 +198,26 @@ def _image_features_chunked(items, spec, work: Path | None, batch_size: int, pro
     rows = [i for i, it in enumerate(items) if it["image"]]
     encoder = None
     parts, ok_all, failures = [], [], []
-    with tqdm(total=len(rows), unit="img", desc="image features", disable=not progress) as bar:
-        for start in range(0, len(rows), IMAGE_CHUNK):
-            chunk = rows[start : start + IMAGE_CHUNK]
+    step = RAY_IMAGE_CHUNK if ray is not None else IMAGE_CHUNK
+    session = contextlib.nullcontext()
+    if ray is not None and rows:
+        from .distributed import ray_session
+
+        session = ray_session(ray)
+    with session, tqdm(total=len(rows), unit="img", desc="image features", disable=not progress) as bar:
+        for start in range(0, len(rows), step):
+            chunk = rows[start : start + step]
             part = work / f"images-{start:08d}.npz" if work is not None else None
             if part is not None and part.is_file():
                 with np.load(part, allow_pickle=False) as f:
                     feats, ok = f["features"], f["ok"]
                     fails = json.loads(f["failures"].tobytes().decode("utf-8"))
+            elif ray is not None:
+                from .distributed import ray_image_features
+
+                feats, ok, fails = ray_image_features(
+                    [items[i]["image"] for i in chunk], encoder_factory=spec.image_encoder, options=ray
+                )
             else:
                 encoder = encoder or spec.image_encoder()
                 feats, ok, fails = image_features(
@@ -215,7 +237,7 @@ def _image_features_chunked(items, spec, work: Path | None, batch_size: int, pro
     return np.concatenate(parts), np.concatenate(ok_all), rows, failures
 
 
-def _featurize_items(items, spec, *, work=None, batch_size=16, progress=True):
+def _featurize_items(items, spec, *, work=None, batch_size=16, progress=True, ray=None):
     """Features of items (dicts with ``image`` / ``caption``) with a fixed featurizer ``spec``.
     Returns ``(image (n, d_i), text (n, d_t), image_mask, text_mask)``; an unreadable photo is
     recorded in its item's ``error`` and leaves its image row masked out."""
@@ -224,7 +246,7 @@ def _featurize_items(items, spec, *, work=None, batch_size=16, progress=True):
     image = np.zeros((n, d_img), np.float32)
     image_mask = np.zeros(n, bool)
     if spec.image is not None:
-        feats, ok, rows, failures = _image_features_chunked(items, spec, work, batch_size, progress)
+        feats, ok, rows, failures = _image_features_chunked(items, spec, work, batch_size, progress, ray)
         if rows:
             image = np.zeros((n, feats.shape[1]), np.float32)
             image[rows] = feats
@@ -256,6 +278,7 @@ class _Paths:
             "build": "build.json", "manifest": "manifest.json", "features": "features.npz",
             "model": "model.npz", "image_codes": "image_codes.npz", "text_codes": "text_codes.npz",
             "image_index": "images.dmhidx", "text_index": "texts.dmhidx", "thumbs": "thumbs", "work": "work",
+            "store": "store.json",
         }
         if name not in files:
             raise AttributeError(name)
@@ -311,8 +334,14 @@ def build_collection(
     restart: bool = False,
     progress: bool = True,
     log=print,
+    store: str = "local",
+    ray=None,
 ) -> Path:
     """Build (or resume building) a collection in the folder ``out``; see the module docstring.
+
+    ``store``: ``"local"`` (index files) or ``"milvus[:URI]"`` (codes searched in Milvus; default
+    URI ``out/codes.db``, milvus-lite). ``ray``: a :class:`dmh.distributed.RayOptions` to run the
+    image features and the codes on Ray (same results).
 
     ``method``/``n_bits``/``params``: the hashing model (fitted on at most ``fit_max`` items, drawn
     with ``seed``). ``image_model``: ``"efficientnet-lite0"`` or ``"pixels-16"``;
@@ -322,6 +351,13 @@ def build_collection(
     settings = _settings(photos, captions, method=method, n_bits=n_bits, params=params or {},
                          image_model=image_model, text_features=text_features,
                          vocabulary_size=vocabulary_size, fit_max=fit_max, seed=seed)
+    from .store import parse_store
+
+    try:
+        if parse_store(store).kind != "local":
+            settings["store"] = store  # recorded only when not the default: older builds resume as before
+    except ValueError as exc:
+        raise CollectionError(str(exc)) from None
     out = Path(out)
     P = _Paths(out)
     if out.exists() and not out.is_dir():
@@ -340,7 +376,7 @@ def build_collection(
     else:
         if restart and out.is_dir() and P.build.is_file():
             for name in ("manifest", "features", "model", "image_codes", "text_codes", "image_index",
-                         "text_index", "build"):
+                         "text_index", "store", "build"):
                 getattr(P, name).unlink(missing_ok=True)
             for name in ("thumbs", "work"):
                 shutil.rmtree(getattr(P, name), ignore_errors=True)
@@ -398,7 +434,7 @@ def build_collection(
             raise MissingExtraError(missing[0])
         P.work.mkdir(exist_ok=True)
         image, text, image_mask, text_mask = _featurize_items(items, spec, work=P.work, batch_size=batch_size,
-                                                              progress=progress)
+                                                              progress=progress, ray=ray)
         _write_manifest(P.manifest, items)  # unreadable photos noted
         _save_features(P.features, spec, [it["id"] for it in items], image, text, image_mask, text_mask)
         finish("features")
@@ -436,7 +472,9 @@ def build_collection(
 
         data, _, ids = _load_features(P.features)
         model = load_model(P.model)
-        _write_codes(P, model, data.image, data.text, data.image_mask, data.text_mask, ids, old=None)
+        if store != "local":
+            _write_store_record(P, out, store)
+        _write_codes(P, model, data.image, data.text, data.image_mask, data.text_mask, ids, old=None, ray=ray)
         finish("codes")
         log(f"codes: {int(data.image_mask.sum())} photos and {int(data.text_mask.sum())} captions indexed")
 
@@ -483,18 +521,81 @@ def _load_features(path):
     return data, read_featurizer_spec(path), ids
 
 
-def _write_codes(P: _Paths, model, image, text, image_mask, text_mask, ids, old) -> None:
+def _write_store_record(P: _Paths, out: Path, store: str) -> None:
+    """``store.json``: where the codes are searched (Milvus URI and collection names)."""
+    from .store import DEFAULT_MILVUS_FILE, parse_store
+
+    spec = parse_store(store)
+    uri = spec.uri or DEFAULT_MILVUS_FILE  # relative: inside the collection folder, moves with it
+    tag = hashlib.sha1(str(out.resolve()).encode("utf-8")).hexdigest()[:10]
+    _write_json(P.store, {"store": "milvus", "uri": uri,
+                          "collections": {t: f"dmh_{tag}_{t}" for t in TARGETS}})
+
+
+def _open_stores(P: _Paths, n_bits: int | None = None) -> dict | None:
+    """The Milvus stores of a collection (None: it keeps local index files)."""
+    if not P.store.is_file():
+        return None
+    from .store.milvus import MilvusCodeStore
+
+    record = _read_json(P.store, "collection store record")
+    uri = record["uri"]
+    if "://" not in uri and not Path(uri).is_absolute():
+        uri = str(P.root / uri)
+    return {t: MilvusCodeStore(uri, record["collections"][t], n_bits=n_bits) for t in TARGETS}
+
+
+def _encode(P: _Paths, model, X, modality: str, ids, ray):
+    """Codes of feature rows: ``model.encode`` here, or on Ray (through code shards under work/)."""
+    if ray is None or X.shape[0] == 0:
+        return model.encode(X, modality=modality) if X.shape[0] else np.zeros((0, model.n_bits_), np.int8)
+    from .distributed import encode_to_shards, read_code_shards
+    from .index import unpack_codes
+
+    shards = P.work / f"codes-{modality}"
+    shutil.rmtree(shards, ignore_errors=True)
+    P.work.mkdir(exist_ok=True)
+    encode_to_shards(P.model, shards, modality=modality, features=X, ids=ids, options=ray)
+    packed, got, _, _ = read_code_shards(shards)
+    shutil.rmtree(shards, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        P.work.rmdir()  # only when empty: a resumable features stage keeps its chunks there
+    order = np.argsort(ids, kind="stable")
+    if not np.array_equal(got, ids[order]):  # pragma: no cover - a lost row would be a Ray bug
+        raise RuntimeError("the Ray encoding returned other ids than it was given")
+    codes = np.empty((ids.size, model.n_bits_), np.int8)
+    codes[order] = unpack_codes(packed, model.n_bits_)
+    return codes
+
+
+def _write_codes(P: _Paths, model, image, text, image_mask, text_mask, ids, old, ray=None) -> None:
     """Codes of the masked rows, appended to ``old`` (``{modality: (codes, ids)}``) when given,
-    saved with their indexes (rebuilt from all codes: cheap, and never half-updated)."""
+    saved with their indexes (rebuilt from all codes: cheap, and never half-updated). A collection
+    kept in Milvus gets its collections recreated on a build, and on an add the new codes (after
+    removing any that an interrupted add left there)."""
     from .index import HammingIndex, save_codes
 
+    stores = _open_stores(P, n_bits=model.n_bits_)
     for modality, X, mask in (("image", image, image_mask), ("text", text, text_mask)):
-        codes = model.encode(X[mask], modality=modality) if mask.any() else np.zeros((0, model.n_bits_), np.int8)
-        cids = ids[mask]
+        new_codes = _encode(P, model, X[mask], modality, ids[mask], ray)
+        codes, cids = new_codes, ids[mask]
         if old is not None:
             codes = np.concatenate([old[modality][0], codes])
             cids = np.concatenate([old[modality][1], cids])
         save_codes(getattr(P, f"{modality}_codes"), codes, cids, modality=modality)
+        if stores is not None:
+            target = f"{modality}s"
+            store = stores[target]
+            if old is None:
+                store.drop()
+                store.close()
+                store = stores[target] = type(store)(store.uri, store.collection, n_bits=model.n_bits_)
+            elif ids.size:
+                store.remove_ids_from(int(ids.min()))  # leftovers of an interrupted add
+            if new_codes.shape[0]:
+                store.add(new_codes, ids[mask])
+            store.close()
+            continue
         index = HammingIndex(model.n_bits_)
         if codes.shape[0]:
             index.add(codes, cids)
@@ -526,10 +627,11 @@ def _make_thumbnails(folder: Path, items, progress: bool) -> None:
 
 # ----------------------------------------------------------------------------------------- add
 def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16, progress: bool = True,
-                      log=print) -> int:
+                      log=print, ray=None) -> int:
     """Add new photos and/or captions to a built collection: only they are featurized (with the
     stored featurizer), encoded (with the stored model) and indexed. Photos already in the
-    collection are skipped. Returns the number of items added."""
+    collection are skipped. ``ray``: a :class:`dmh.distributed.RayOptions` to featurize and
+    encode on Ray. Returns the number of items added."""
     path = Path(path)
     P = _Paths(path)
     _check_complete(path)
@@ -560,7 +662,8 @@ def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16,
         raise CollectionError(f"{path} was built without captions, so it cannot index new captions")
     if spec.image is None and any(it["image"] for it in new):
         raise CollectionError(f"{path} was built without photos, so it cannot index new photos")
-    image, text, image_mask, text_mask = _featurize_items(new, spec, batch_size=batch_size, progress=progress)
+    image, text, image_mask, text_mask = _featurize_items(new, spec, batch_size=batch_size, progress=progress,
+                                                          ray=ray)
     ids = np.array([it["id"] for it in new], np.int64)
     # Files are rewritten in full, the manifest last: until it is written the collection is the
     # old one, and whatever an interrupted add left in the other files is cut back to its items.
@@ -579,7 +682,7 @@ def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16,
         np.concatenate([data.image_mask[keep_old], image_mask]),
         np.concatenate([data.text_mask[keep_old], text_mask]),
     )
-    _write_codes(P, model, image, text, image_mask, text_mask, ids, old)
+    _write_codes(P, model, image, text, image_mask, text_mask, ids, old, ray=ray)
     _make_thumbnails(P.thumbs, new, progress=progress)
     _write_manifest(P.manifest, items + new)
     keep = image_mask | text_mask
@@ -638,7 +741,8 @@ class Collection:
             self.model = load_model(P.model)
         if getattr(self.model, "featurizer_", None) is None:
             raise CollectionError(f"{P.model} does not record its featurizer; rebuild the collection")
-        self.indexes = {
+        stores = _open_stores(P)
+        self.indexes = stores if stores is not None else {
             "images": HammingIndex.load(P.image_index, backend=backend),
             "texts": HammingIndex.load(P.text_index, backend=backend),
         }
@@ -667,6 +771,7 @@ class Collection:
         try:
             return self._by_id[int(item_id)]
         except (KeyError, ValueError, TypeError):
+            # KeyError on purpose: the server answers a missing item with 404 (its CLI catches KeyError)
             raise KeyError(f"no item with id {item_id!r} in {self.path}") from None
 
     def _check(self, k, target):
@@ -747,7 +852,7 @@ class Collection:
         """The item's thumbnail, made (and kept) on first use."""
         it = self.item(item_id)
         if not it["image"] or it.get("error"):
-            raise KeyError(f"item {item_id} has no photo")
+            raise KeyError(f"item {item_id} has no photo")  # KeyError on purpose: a 404 of the server
         dest = self.thumbs / f"{it['id']}.jpg"
         if not dest.is_file():
             self.thumbs.mkdir(exist_ok=True)

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ._validation import check_features, check_index, check_labels, check_mask
+from ._validation import (
+    check_features,
+    check_index,
+    check_labels,
+    check_mask,
+    check_paired_ratio,
+    check_random_state,
+)
+from .errors import DataError, DataTypeError, ParameterError
 
 __all__ = ["CrossModalData", "make_semi_paired", "random_split"]
 
@@ -60,13 +68,13 @@ class CrossModalData:
     def __post_init__(self):
         img = np.asarray(self.image) if self.image is not None else None
         if img is None or img.ndim != 2:
-            raise ValueError(
+            raise DataError(
                 "image must be a 2-D array (n_objects x n_features), got "
                 f"{None if img is None else img.shape}"
             )
         n = img.shape[0]
         if n == 0:
-            raise ValueError("the data hold no objects (image has 0 rows)")
+            raise DataError("the data hold no objects (image has 0 rows)")
         image_mask = (
             np.ones(n, bool) if self.image_mask is None else check_mask(self.image_mask, "image_mask", n)
         )
@@ -77,7 +85,7 @@ class CrossModalData:
         text = check_features(self.text, "text", n_rows=n, rows_to_check=text_mask)
         if not (image_mask | text_mask).all():
             bad = np.flatnonzero(~(image_mask | text_mask))
-            raise ValueError(
+            raise DataError(
                 f"{bad.size} object(s) have neither an image nor a text (first rows: {bad[:5].tolist()})"
             )
         if (~image_mask).any():
@@ -102,7 +110,7 @@ class CrossModalData:
             if value is not None:
                 value = np.asarray(value, dtype=np.int64).reshape(-1)
                 if value.shape != (n,):
-                    raise ValueError(f"{key} must have shape ({n},), got {value.shape}")
+                    raise DataError(f"{key} must have shape ({n},), got {value.shape}")
                 set_(self, key, value)
 
     # ------------------------------------------------------------------ structure
@@ -140,14 +148,14 @@ class CrossModalData:
             return self.image[self.image_mask]
         if modality == "text":
             return self.text[self.text_mask]
-        raise ValueError(f"modality must be 'image' or 'text', got {modality!r}")
+        raise ParameterError(f"modality must be 'image' or 'text', got {modality!r}")
 
     def mask(self, modality: str) -> np.ndarray:
         if modality == "image":
             return self.image_mask
         if modality == "text":
             return self.text_mask
-        raise ValueError(f"modality must be 'image' or 'text', got {modality!r}")
+        raise ParameterError(f"modality must be 'image' or 'text', got {modality!r}")
 
     def label_matrix(self) -> np.ndarray:
         """Labels as a multi-hot boolean matrix (class ids are one-hot encoded)."""
@@ -155,7 +163,7 @@ class CrossModalData:
 
     def require_labels(self) -> np.ndarray:
         if self.labels is None:
-            raise ValueError(
+            raise DataError(
                 f"the data{' ' + repr(self.name) if self.name else ''} hold no labels; "
                 "evaluation needs labels (class ids or multi-hot) to decide relevance"
             )
@@ -195,8 +203,10 @@ class CrossModalData:
     def _split(self, key: str) -> CrossModalData:
         idx = getattr(self, key)
         if idx is None:
-            raise ValueError(
-                f"the data have no {key}; pass split indices or call with_split() for a seeded split"
+            raise DataError(
+                f"the data{' ' + repr(self.name) if self.name else ''} have no {key} "
+                f"({self.n_objects} object(s)); give train_idx/query_idx/database_idx or call with_split() "
+                "for a seeded split"
             )
         return self.subset(idx, name=f"{self.name}[{key.split('_')[0]}]" if self.name else None)
 
@@ -214,18 +224,78 @@ class CrossModalData:
         return self.train_idx is not None and self.query_idx is not None and self.database_idx is not None
 
     def with_split(self, query_size=0.2, train_size=10_000, random_state=0) -> CrossModalData:
-        """Return a copy with a seeded split where one is missing (see :func:`random_split`)."""
+        """Return a copy with a complete split, the missing index arrays derived from those given.
+
+        With none given, a seeded split (see :func:`random_split`). With some given, the others are
+        derived *from* them, never drawn independently (which would leak queries into the training
+        set and leave objects out of every set). The layout is that of :func:`random_split`: queries
+        and database are disjoint, the training set is drawn from the database.
+
+        ==========================  ==============================================================
+        given                       derived
+        ==========================  ==============================================================
+        ``query_idx``               database = every other object; train = up to ``train_size``
+                                    of the database (seeded)
+        ``database_idx``            queries = every other object (refused if there is none);
+                                    train as above
+        ``query_idx, database_idx`` train as above
+        ``train_idx``               queries = ``query_size`` of the objects outside the training
+                                    set (seeded); database = every other object
+        ``train_idx, query_idx``    database = every object that is not a query
+        ``train_idx, database_idx`` queries = the objects in neither (refused if there is none)
+        ==========================  ==============================================================
+        """
         if self.has_split:
             return self
-        train, query, database = random_split(
-            self.n_objects, query_size=query_size, train_size=train_size, random_state=random_state
-        )
-        return replace(
-            self,
-            train_idx=self.train_idx if self.train_idx is not None else train,
-            query_idx=self.query_idx if self.query_idx is not None else query,
-            database_idx=self.database_idx if self.database_idx is not None else database,
-        )
+        n = self.n_objects
+        train, query, database = self.train_idx, self.query_idx, self.database_idx
+        if train is None and query is None and database is None:
+            train, query, database = random_split(
+                n, query_size=query_size, train_size=train_size, random_state=random_state
+            )
+            return replace(self, train_idx=train, query_idx=query, database_idx=database)
+        rng = check_random_state(random_state)
+        given = ", ".join(k for k in ("train_idx", "query_idx", "database_idx") if getattr(self, k) is not None)
+        everything = np.arange(n)
+        if query is None:
+            if database is not None:
+                query = np.setdiff1d(everything, database if train is None else np.union1d(database, train))
+                if query.size == 0:
+                    raise DataError(
+                        f"the data hold only {given}, which covers every object, so none is left for the "
+                        "queries; give query_idx too"
+                    )
+            else:  # train_idx only
+                pool = np.setdiff1d(everything, train)
+                n_query = _n_queries(query_size, pool.size) if pool.size else 0
+                if n_query < 1:
+                    raise DataError(
+                        f"the data hold only train_idx ({train.size} of {n} objects), which leaves no object "
+                        "for the queries; give query_idx too"
+                    )
+                query = np.sort(rng.permutation(pool)[:n_query])
+        if database is None:
+            database = np.setdiff1d(everything, query)
+            if database.size == 0:
+                raise DataError("query_idx holds every object, so none is left for the database; give database_idx")
+        if train is None:
+            train = _draw_train(database, train_size, rng)
+        return replace(self, train_idx=train, query_idx=query, database_idx=database)
+
+
+def _n_queries(query_size, n: int) -> int:
+    if isinstance(query_size, float) and query_size < 1:
+        return int(round(query_size * n))
+    return int(query_size)
+
+
+def _draw_train(database: np.ndarray, train_size, rng) -> np.ndarray:
+    n_db = database.size
+    if isinstance(train_size, float) and train_size <= 1:
+        n_train = int(round(train_size * n_db))
+    else:
+        n_train = min(int(train_size), n_db)
+    return np.sort(rng.permutation(database)[:n_train])
 
 
 def label_matrix(labels: np.ndarray) -> np.ndarray:
@@ -247,20 +317,17 @@ def random_split(n: int, query_size=0.2, train_size=10_000, random_state=0):
 
     Returns ``(train_idx, query_idx, database_idx)``, each sorted.
     """
-    rng = np.random.default_rng(random_state)
-    n_query = int(round(query_size * n)) if isinstance(query_size, float) and query_size < 1 else int(query_size)
+    rng = check_random_state(random_state)
+    n_query = _n_queries(query_size, n)
     if not 1 <= n_query < n:
-        raise ValueError(f"query_size={query_size} gives {n_query} queries out of {n} objects")
+        raise DataError(
+            f"cannot split {n} object(s) into queries and a database: query_size={query_size} gives "
+            f"{n_query} queries"
+        )
     perm = rng.permutation(n)
     query = np.sort(perm[:n_query])
     database = np.sort(perm[n_query:])
-    n_db = database.size
-    if isinstance(train_size, float) and train_size <= 1:
-        n_train = int(round(train_size * n_db))
-    else:
-        n_train = min(int(train_size), n_db)
-    train = np.sort(rng.permutation(database)[:n_train])
-    return train, query, database
+    return _draw_train(database, train_size, rng), query, database
 
 
 def make_semi_paired(data: CrossModalData, paired_ratio: float, random_state=None) -> CrossModalData:
@@ -277,15 +344,14 @@ def make_semi_paired(data: CrossModalData, paired_ratio: float, random_state=Non
     ``n_m = round(paired_ratio * n)``.
     """
     if not isinstance(data, CrossModalData):
-        raise TypeError(f"data must be a CrossModalData, got {type(data).__name__}")
-    if not 0.0 <= float(paired_ratio) <= 1.0:
-        raise ValueError(f"paired_ratio must lie in [0, 1], got {paired_ratio}")
+        raise DataTypeError(f"data must be a CrossModalData, got {type(data).__name__}")
+    paired_ratio = check_paired_ratio(paired_ratio, "paired_ratio", allow_zero=True)
     if not data.is_fully_paired:
-        raise ValueError(
+        raise DataError(
             "make_semi_paired needs fully paired input (every object with both modalities); "
             f"got {data.n_image_only} image-only and {data.n_text_only} text-only objects"
         )
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     n = data.n_objects
     n_m = int(round(float(paired_ratio) * n))
     perm = rng.permutation(n)

@@ -30,6 +30,7 @@ import copy
 import numpy as np
 
 from .data import CrossModalData, label_matrix
+from .errors import ParameterError
 
 __all__ = ["model_at_round", "ranking_map", "diagnose"]
 
@@ -38,9 +39,9 @@ def model_at_round(model, r: int):
     """A copy of a DMH fitted with ``record_diagnostics=True`` whose networks are those after round
     ``r`` (0-based): the model a fit with ``n_rounds = r + 1`` would have given."""
     if getattr(model, "rounds_", None) is None:
-        raise ValueError("the model was not fitted with record_diagnostics=True")
+        raise ParameterError("the model was not fitted with record_diagnostics=True")
     if not 0 <= r < len(model.rounds_):
-        raise ValueError(f"round must lie in 0..{len(model.rounds_) - 1}, got {r}")
+        raise ParameterError(f"round must lie in 0..{len(model.rounds_) - 1}, got {r}")
     from .methods import dam
 
     out = copy.copy(model)
@@ -113,7 +114,7 @@ def diagnose(model, train: CrossModalData, held=None, query: CrossModalData | No
     from .selection import code_health, score_model
 
     if getattr(model, "rounds_", None) is None:
-        raise ValueError("the model was not fitted with record_diagnostics=True")
+        raise ParameterError("the model was not fitted with record_diagnostics=True")
     L = label_matrix(train.labels) if train.labels is not None else None
     out = []
     for r, rec in enumerate(model.rounds_):

@@ -25,6 +25,7 @@ import numpy as np
 
 from ._json import jsonable
 from .data import CrossModalData, make_semi_paired
+from .errors import DataError, ParameterError
 from .records import TASKS
 from .registry import get_method_class
 
@@ -60,7 +61,7 @@ def evaluate_model(model, query: CrossModalData, database: CrossModalData) -> di
     q_labels, db_labels = query.require_labels(), database.require_labels()
     for part, d in (("query", query), ("database", database)):
         if not d.is_fully_paired:
-            raise ValueError(f"the {part} set must hold both modalities for every object (cross-modal evaluation)")
+            raise DataError(f"the {part} set must hold both modalities for every object (cross-modal evaluation)")
     out = {}
     for task, (qm, dm) in zip(TASKS, (("image", "text"), ("text", "image")), strict=True):
         qc = model.encode(getattr(query, qm), modality=qm)
@@ -124,7 +125,7 @@ def full_params(method: str, params: dict | None = None) -> dict:
     params = dict(params or {})
     unknown = sorted(set(params) - set(defaults))
     if unknown:
-        raise ValueError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(defaults)}")
+        raise ParameterError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(defaults)}")
     out = {k: v for k, v in defaults.items() if k not in _CELL_PARAMS}
     out.update({k: v for k, v in params.items() if k not in _CELL_PARAMS})
     return jsonable(out)
@@ -154,7 +155,7 @@ def cell_key(cell: dict) -> str:
     """Canonical JSON of everything that determines a cell's result (see the module docstring)."""
     missing = [k for k in KEY_FIELDS if k not in cell]
     if missing:
-        raise ValueError(f"a cell needs {list(KEY_FIELDS)} for its key; this one lacks {missing} (see make_cell)")
+        raise DataError(f"a cell needs {list(KEY_FIELDS)} for its key; this one lacks {missing} (see make_cell)")
     ident = {k: cell[k] for k in KEY_FIELDS}
     return json.dumps(jsonable(ident), sort_keys=True, separators=(",", ":"))
 
@@ -225,30 +226,33 @@ def run_cells(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(cells), desc="evaluate", unit="fit")
-    cache: dict = {}
-    entries = []
-    for i, cell in enumerate(cells, 1):
-        data = datasets[cell["dataset"]]
-        key = (cell["dataset"], cell["seed"], cell["paired_ratio"])
-        if key not in cache:
-            cache.clear()
-            cache[key] = make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])
-        grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
-        line = (f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, "
-                f"seed {cell['seed']}")
-        if echo is not None:
-            echo(f"[{i}/{len(cells)}] {cell['dataset']} {line}")
+        # on a terminal only: in a log or a pipe the bar's fragments would bury the messages
+        bar = tqdm(total=len(cells), desc="evaluate", unit="fit", disable=None)
+    try:
+        cache: dict = {}
+        entries = []
+        for i, cell in enumerate(cells, 1):
+            data = datasets[cell["dataset"]]
+            key = (cell["dataset"], cell["seed"], cell["paired_ratio"])
+            if key not in cache:
+                cache.clear()
+                cache[key] = make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])
+            grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
+            line = (f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, "
+                    f"seed {cell['seed']}")
+            if echo is not None:
+                echo(f"[{i}/{len(cells)}] {cell['dataset']} {line}")
+            if bar is not None:
+                bar.set_postfix_str(line)
+            entry = fit_cell(cell, data, cache[key], keep_history)
+            entries.append(entry)
+            if on_entry is not None:
+                on_entry(entry)
+            if bar is not None:
+                bar.update(1)
+    finally:  # also on an error: the bar ends its line before the error is printed
         if bar is not None:
-            bar.set_postfix_str(line)
-        entry = fit_cell(cell, data, cache[key], keep_history)
-        entries.append(entry)
-        if on_entry is not None:
-            on_entry(entry)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.close()
     return entries
 
 
@@ -297,14 +301,21 @@ def plan_evaluation(
     """The cells of one evaluation, ordered seed, paired ratio, method, bits. ``source`` names the
     data (a file path or a built-in name) in the cells' keys; ``dataset`` is the name records carry."""
     if not data.has_split:
-        raise ValueError("data need train_idx, query_idx and database_idx (see CrossModalData.with_split)")
+        raise DataError(f"{source}: the data need train_idx, query_idx and database_idx (see with_split)")
+    train = data.train()
+    if not train.is_fully_paired:
+        raise DataError(
+            f"{source}: the training set holds {train.n_image_only} image-only and {train.n_text_only} text-only "
+            "objects; the evaluation makes its semi-paired training sets itself (--paired-ratio) from a fully "
+            "paired one"
+        )
     data.require_labels()
     method_params = method_params or {}
     for name in methods:  # unknown names and parameters fail before any work
         full_params(name, method_params.get(name))
     for r in paired_ratios:
         if not 0.0 < float(r) <= 1.0:
-            raise ValueError(f"paired ratio must lie in (0, 1], got {r}")
+            raise ParameterError(f"paired ratio must lie in (0, 1], got {r}")
     fingerprint = data_fingerprint(data, source)
     return [
         make_cell(dataset=dataset, fingerprint=fingerprint, method=m, params=method_params.get(m, {}), n_bits=b,

@@ -40,6 +40,7 @@ import numpy as np
 
 from ._atomic import atomic_write_text
 from .data import CrossModalData
+from .errors import DataError, DataFileError, MissingDependencyError, ParameterError
 
 __all__ = [
     "IMAGE_EXTRA",
@@ -72,7 +73,7 @@ RESIZE_TO = 256  # shorter side before the centre crop: crop fraction 224/256 = 
 PIXEL_MEAN, PIXEL_STD = 127.0, 128.0  # EfficientNet-Lite's preprocessing (pixels in 0..255)
 
 
-class MissingExtraError(ImportError):
+class MissingExtraError(MissingDependencyError):
     """An optional dependency of :mod:`dmh.featurize` is not installed."""
 
 
@@ -125,6 +126,15 @@ def read_texts(
     or repeated id.
     """
     path = Path(path)
+    try:
+        return _read_texts(path, id_column, text_column, labels_column, label_separator)
+    except UnicodeDecodeError as exc:
+        raise DataFileError(path, f"is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except csv.Error as exc:
+        raise DataFileError(path, f"is not a readable CSV/TSV file ({exc})") from None
+
+
+def _read_texts(path, id_column, text_column, labels_column, label_separator):
     with open(path, encoding="utf-8-sig", newline="") as fh:
         sample = fh.read(8192)
         fh.seek(0)
@@ -133,14 +143,14 @@ def read_texts(
         wanted = [id_column, text_column] + ([labels_column] if labels_column else [])
         missing = [c for c in wanted if c not in columns]
         if missing:
-            raise ValueError(f"{path} lacks the column(s) {missing}; its header has {columns}")
+            raise DataFileError(path, f"lacks the column(s) {missing}; its header has {columns}")
         out: dict[str, tuple[str, list[str] | None]] = {}
         for line, row in enumerate(reader, start=2):
             oid = (row.get(id_column) or "").strip()
             if not oid:
-                raise ValueError(f"{path}, line {line}: empty {id_column!r}")
+                raise DataFileError(path, f"line {line}: empty {id_column!r}")
             if oid in out:
-                raise ValueError(f"{path}, line {line}: id {oid!r} appears twice")
+                raise DataFileError(path, f"line {line}: id {oid!r} appears twice")
             labels = None
             if labels_column:
                 cell = row.get(labels_column) or ""
@@ -180,7 +190,7 @@ def find_images(folder, ids=()) -> tuple[dict[str, Path], list[Path]]:
         shown = "; ".join(
             f"{k}: {', '.join(p.name for p in v)}" for k, v in list(clashes.items())[:5]
         )
-        raise ValueError(
+        raise DataError(
             f"{len(clashes)} id(s) have several image files in {folder} ({shown}); keep one per id"
         )
     return {k: v[0] for k, v in found.items()}, ignored
@@ -277,7 +287,7 @@ def image_features(paths, *, encoder=None, batch_size: int = 16, progress: bool 
     out = None
     ok = np.zeros(len(paths), dtype=bool)
     failures: list[tuple[Path, str]] = []
-    with tqdm(total=len(paths), unit="img", desc="image features", disable=not progress) as bar:
+    with tqdm(total=len(paths), unit="img", desc="image features", disable=None if progress else True) as bar:
         for start in range(0, len(paths), batch_size):
             rows, arrays = [], []
             for i in range(start, min(start + batch_size, len(paths))):
@@ -308,13 +318,13 @@ def image_array_features(
     Image = _pil()
     images = np.asarray(images)
     if images.ndim != 4 or 3 not in (images.shape[1], images.shape[3]) or images.shape[0] == 0:
-        raise ValueError(
+        raise DataError(
             f"images must have shape (n, 3, H, W) or (n, H, W, 3) with n >= 1, got {images.shape}"
         )
     channels_first = images.shape[1] == 3 and images.shape[3] != 3
     encoder = EfficientNetLite0Encoder() if encoder is None else encoder
     out = None
-    for start in tqdm(range(0, images.shape[0], batch_size), unit="batch", disable=not progress):
+    for start in tqdm(range(0, images.shape[0], batch_size), unit="batch", disable=None if progress else True):
         chunk = images[start : start + batch_size]
         if channels_first:
             chunk = chunk.transpose(0, 2, 3, 1)
@@ -335,12 +345,12 @@ def bow_features(texts, *, vocabulary_size: int = 2000) -> tuple[np.ndarray, lis
     from sklearn.feature_extraction.text import CountVectorizer
 
     if int(vocabulary_size) < 1:
-        raise ValueError(f"vocabulary_size must be at least 1, got {vocabulary_size}")
+        raise ParameterError(f"vocabulary_size must be at least 1, got {vocabulary_size}")
     vectorizer = CountVectorizer(binary=True, max_features=int(vocabulary_size), dtype=np.float32)
     try:
         X = vectorizer.fit_transform(list(texts))
     except ValueError as exc:
-        raise ValueError(
+        raise DataError(
             f"the texts hold no word of two or more letters, so a bag of words is empty ({exc})"
         ) from exc
     return X.toarray(), vectorizer.get_feature_names_out().tolist()
@@ -467,11 +477,11 @@ def featurize(
     (sorted). Returns ``(data, report)``; ``report.ids`` gives each row's id.
     """
     if images is None and texts is None:
-        raise ValueError("give a folder of images, a file of texts, or both")
+        raise ParameterError("give a folder of images, a file of texts, or both")
     if text_features not in TEXT_FEATURES:
-        raise ValueError(f"text_features must be one of {TEXT_FEATURES}, got {text_features!r}")
+        raise ParameterError(f"text_features must be one of {TEXT_FEATURES}, got {text_features!r}")
     if labels_column and texts is None:
-        raise ValueError("labels_column needs the texts file, which holds the labels")
+        raise ParameterError("labels_column needs the texts file, which holds the labels")
     records = (
         read_texts(
             texts,
@@ -487,9 +497,9 @@ def featurize(
     ids = list(records) + sorted(k for k in files if k not in records)
     n = len(ids)
     if n == 0:
-        raise ValueError(
-            "found no objects: the texts file has no rows and the folder no image files"
-        )
+        where = [f"the texts file {texts} has no rows" if texts is not None else "",
+                 f"the folder {images} has no image file" if images is not None else ""]
+        raise DataError("found no objects: " + " and ".join(w for w in where if w))
     if files and image_encoder is None:
         image_encoder = EfficientNetLite0Encoder()
     report = FeaturizeReport(
@@ -532,7 +542,10 @@ def featurize(
         observed = [records[ids[i]][0] for i in np.flatnonzero(text_mask)]
         t0 = time.perf_counter()
         if text_features == "bow":
-            X, report.vocabulary = bow_features(observed, vocabulary_size=vocabulary_size)
+            try:
+                X, report.vocabulary = bow_features(observed, vocabulary_size=vocabulary_size)
+            except DataError as exc:
+                raise DataFileError(texts, str(exc)) from None
             report.empty_bow = [
                 ids[i] for i, row in zip(np.flatnonzero(text_mask), X, strict=True) if not row.any()
             ]
@@ -552,7 +565,7 @@ def featurize(
             stacklevel=2,
         )
         if not keep.any():
-            raise ValueError("no object is left: no image was readable and no text was given")
+            raise DataError("no object is left: no image was readable and no text was given")
         ids = [oid for oid, k in zip(ids, keep, strict=True) if k]
         report.ids = ids
         image, text, image_mask, text_mask = (

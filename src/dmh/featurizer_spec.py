@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import DataError, DataTypeError, ParameterError
+
 __all__ = [
     "FEATURIZER_FORMAT_VERSION",
     "FEATURIZER_KEY",
@@ -199,19 +201,19 @@ class FeaturizerSpec:
     @classmethod
     def from_dict(cls, d: dict, source: str = "the featurizer settings") -> FeaturizerSpec:
         if not isinstance(d, dict) or d.get("format") != "dmh-featurizer":
-            raise ValueError(f"{source} are not dmh featurizer settings")
+            raise DataError(f"{source} are not dmh featurizer settings")
         if int(d.get("format_version", 0)) > FEATURIZER_FORMAT_VERSION:
-            raise ValueError(
+            raise DataError(
                 f"{source} were written by a newer dmh (featurizer format {d['format_version']}, "
                 f"this one reads up to {FEATURIZER_FORMAT_VERSION})"
             )
         for side in ("image", "text"):
             s = d.get(side)
             if s is not None and (not isinstance(s, dict) or "model" not in s):
-                raise ValueError(f"{source}: the {side} entry has no 'model'")
+                raise DataError(f"{source}: the {side} entry has no 'model'")
         text = d.get("text")
         if text and text["model"] == "bow" and not text.get("vocabulary"):
-            raise ValueError(f"{source}: the bag of words has no vocabulary")
+            raise DataError(f"{source}: the bag of words has no vocabulary")
         return cls(image=d.get("image"), text=text, dmh_version=d.get("dmh_version"))
 
     @classmethod
@@ -219,7 +221,7 @@ class FeaturizerSpec:
         try:
             d = json.loads(np.asarray(arr, dtype=np.uint8).tobytes().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{source}: unreadable featurizer settings ({exc})") from exc
+            raise DataError(f"{source}: unreadable featurizer settings ({exc})") from exc
         return cls.from_dict(d, source)
 
     def __eq__(self, other) -> bool:
@@ -256,7 +258,7 @@ class FeaturizerSpec:
     def _require(self, side: str) -> dict:
         s = getattr(self, side)
         if s is None:
-            raise ValueError(
+            raise ParameterError(
                 f"this model was not fitted on {side} features made by dmh, so it cannot featurize "
                 f"raw {side}s; encode precomputed features with model.encode(X, modality={side!r})"
             )
@@ -292,7 +294,7 @@ class FeaturizerSpec:
             from .featurize import sentence_features
 
             return sentence_features(texts, progress=False)
-        raise ValueError(f"unknown text featurizer {s['model']!r}")
+        raise ParameterError(f"unknown text featurizer {s['model']!r}")
 
     def image_encoder(self, encoder=None):
         """The encoder of :func:`dmh.featurize.image_features` for the saved image model."""
@@ -307,7 +309,7 @@ class FeaturizerSpec:
             elif s["model"] == "pixels-16":
                 self._image_encoder = PixelsEncoder()
             else:
-                raise ValueError(
+                raise ParameterError(
                     f"the image features came from a custom encoder {s['model']!r}; "
                     "pass it as image_encoder="
                 )
@@ -329,11 +331,11 @@ class FeaturizerSpec:
                 except FileNotFoundError:
                     raise FileNotFoundError(f"image file not found: {im}") from None
                 except Exception as exc:
-                    raise ValueError(f"cannot read the image {im}: {type(exc).__name__}: {exc}") from exc
+                    raise DataError(f"cannot read the image {im}: {type(exc).__name__}: {exc}") from exc
             elif isinstance(im, Image.Image):
                 pil.append(im)
             else:
-                raise TypeError(f"images must be file paths or PIL images, got {type(im).__name__}")
+                raise DataTypeError(f"images must be file paths or PIL images, got {type(im).__name__}")
         if not pil:
             return np.zeros((0, int(self.image.get("n_features") or 0)), dtype=np.float32)
         from .featurize import preprocess_image
@@ -358,7 +360,7 @@ def read_featurizer_spec(path) -> FeaturizerSpec | None:
         try:
             d = json.loads(side.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{side}: unreadable ({exc})") from exc
+            raise DataError(f"{side}: unreadable ({exc})") from exc
         if isinstance(d, dict) and d.get("featurizer"):
             return FeaturizerSpec.from_dict(d["featurizer"], str(side))
     return None

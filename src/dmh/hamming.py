@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import DataError, DataTypeError
+
 __all__ = ["check_pm1", "code_words", "hamming_words", "pack_codes", "popcount_into", "to_words", "unpack_codes"]
 
 
@@ -23,11 +25,11 @@ def unpack_codes(packed, n_bits: int) -> np.ndarray:
     """Packed ``uint8`` codes -> ``{-1, +1}`` int8 ``(n, n_bits)``; undoes :func:`pack_codes`."""
     packed = np.asarray(packed)
     if packed.ndim != 2 or packed.dtype != np.uint8:
-        raise ValueError(
+        raise DataError(
             f"packed codes must be a 2-D uint8 array, got {packed.dtype} {packed.shape}"
         )
     if packed.shape[1] * 8 < n_bits:
-        raise ValueError(f"packed codes have {packed.shape[1]} bytes, too few for {n_bits} bits")
+        raise DataError(f"packed codes have {packed.shape[1]} bytes, too few for {n_bits} bits")
     bits = np.unpackbits(packed, axis=1, count=n_bits, bitorder="little")
     return np.where(bits > 0, 1, -1).astype(np.int8)
 
@@ -35,11 +37,11 @@ def unpack_codes(packed, n_bits: int) -> np.ndarray:
 def check_pm1(codes, name: str) -> np.ndarray:
     arr = np.asarray(codes)
     if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n x n_bits), got shape {arr.shape}")
+        raise DataError(f"{name} must be 2-D (n x n_bits), got shape {arr.shape}")
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) or np.iscomplexobj(arr):
-        raise TypeError(f"{name} must be a numeric array of -1/+1, got dtype {arr.dtype}")
+        raise DataTypeError(f"{name} must be a numeric array of -1/+1, got dtype {arr.dtype}")
     if arr.dtype == np.bool_ or not np.isin(arr, (-1, 1)).all():
-        raise ValueError(
+        raise DataError(
             f"{name} must hold only -1 and +1 (shape {arr.shape}, dtype {arr.dtype}); "
             "0/1 bits are ambiguous: map them with 2 * bits - 1"
         )

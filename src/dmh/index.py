@@ -13,9 +13,11 @@ Results are ordered by ``(distance, id)``: **ties in Hamming distance are broken
 id**, in both backends, so the ``numpy`` and ``faiss`` backends return identical arrays.
 
 Backends: ``"numpy"`` (XOR and popcount over 64-bit words, chunked) and ``"faiss"``
-(``faiss.IndexBinaryFlat``, which returns ties in an order of its own; this class asks it for more
-candidates than ``k``, enough to hold every item at the ``k``-th distance, and re-sorts them by
-``(distance, id)``). ``"auto"`` picks faiss when it can be imported.
+(``faiss.IndexBinaryFlat``'s range search: the top-k is every code within a radius estimated per
+query from a sample of the database, sorted by ``(distance, id)``; see :mod:`dmh._topk`; several
+times faster than ``IndexBinaryFlat.search``, whose heap returns ties in an order of its own).
+``"auto"`` picks faiss when it can be imported. faiss runs with dmh's thread setting
+(:func:`dmh.set_threads`).
 
 Codes are given as ``{-1, +1}`` arrays ``(n, n_bits)`` (as returned by ``model.encode``) or already
 packed as ``uint8`` ``(n, code_size)``; :func:`pack_codes` packs ``+1`` as a set bit, bit ``j`` of a
@@ -29,13 +31,25 @@ from __future__ import annotations
 
 import json
 import numbers
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from ._archive import META_KEY, json_bytes, read_archive
+from . import _topk
+from ._archive import META_KEY, json_bytes, read_archive, read_npz
 from ._atomic import atomic_path
+from ._threads import faiss_threads
+from .errors import (
+    CodesFileError,
+    DataError,
+    DataTypeError,
+    DmhError,
+    IndexFileError,
+    MissingDependencyError,
+    ParameterError,
+    ParameterTypeError,
+    check_finite_memory,
+)
 from .hamming import check_pm1 as _check_pm1
 from .hamming import hamming_words as _hamming_words
 from .hamming import pack_codes, unpack_codes
@@ -73,11 +87,11 @@ def _faiss():
 
 def _check_backend(backend: str) -> str:
     if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+        raise ParameterError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     if backend == "auto":
         return "faiss" if _faiss() is not None else "numpy"
     if backend == "faiss" and _faiss() is None:
-        raise ImportError(
+        raise MissingDependencyError(
             "backend='faiss' needs the faiss-cpu package (pip install faiss-cpu); "
             "use backend='numpy' instead"
         )
@@ -86,11 +100,11 @@ def _check_backend(backend: str) -> str:
 
 def _check_int(value, name: str, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
+        raise ParameterTypeError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
+        raise ParameterError(f"{name} must be {bound}, got {value}")
     return value
 
 
@@ -109,7 +123,7 @@ class HammingIndex:
     def __init__(self, n_bits: int, backend: str = "auto"):
         n_bits = _check_int(n_bits, "n_bits", 8)
         if n_bits % 8:
-            raise ValueError(
+            raise ParameterError(
                 "n_bits must be a multiple of 8 (codes are stored packed, 8 bits a byte), "
                 f"got {n_bits}"
             )
@@ -163,9 +177,11 @@ class HammingIndex:
 
     def _faiss(self):
         if self._faiss_index is None:
-            index = _faiss().IndexBinaryFlat(self.n_bits)
+            # codes zero-padded to a size faiss has a fast kernel for: distances are unchanged
+            size = _topk.padded_size(self.code_size)
+            index = _faiss().IndexBinaryFlat(size * 8)
             if self.ntotal:
-                index.add(np.ascontiguousarray(self._codes))
+                index.add(_topk.pad_codes(self._codes, size))
             self._faiss_index = index
         return self._faiss_index
 
@@ -173,12 +189,12 @@ class HammingIndex:
     def _packed(self, codes, name: str) -> np.ndarray:
         """Validate ``codes`` and return them packed, uint8 ``(n, code_size)``."""
         if codes is None:
-            raise ValueError(f"{name} is missing (got None)")
+            raise DataError(f"{name} is missing (got None)")
         arr = np.asarray(codes)
         if arr.ndim == 1 and arr.size in (self.n_bits, self.code_size):
             arr = arr[None, :]
         if arr.ndim != 2:
-            raise ValueError(
+            raise DataError(
                 f"{name} must be 2-D: {{-1,+1}} codes (n, n_bits={self.n_bits}) or packed uint8 "
                 f"(n, code_size={self.code_size}); got shape {arr.shape}"
             )
@@ -190,7 +206,7 @@ class HammingIndex:
                     if arr.shape[1] == self.n_bits
                     else ""
                 )
-                raise ValueError(
+                raise DataError(
                     f"packed uint8 {name} have {arr.shape[1]} bytes per code, the index expects "
                     f"code_size={self.code_size} (n_bits={self.n_bits}){hint}"
                 )
@@ -198,13 +214,13 @@ class HammingIndex:
         if not (
             np.issubdtype(arr.dtype, np.signedinteger) or np.issubdtype(arr.dtype, np.floating)
         ):
-            raise TypeError(
+            raise DataTypeError(
                 f"{name} must be {{-1,+1}} codes (a signed integer or float array) or packed "
                 "uint8, "
                 f"got dtype {arr.dtype}"
             )
         if arr.shape[1] != self.n_bits:
-            raise ValueError(
+            raise DataError(
                 f"{name} have {arr.shape[1]} bits, the index holds n_bits={self.n_bits}"
             )
         return pack_codes(_check_pm1(arr, name))
@@ -221,19 +237,19 @@ class HammingIndex:
         else:
             new_ids = np.asarray(ids)
             if new_ids.ndim != 1 or new_ids.size != n:
-                raise ValueError(
+                raise DataError(
                     f"ids must have shape ({n},) to match the codes, got {new_ids.shape}"
                 )
             if n and not np.issubdtype(new_ids.dtype, np.integer):
-                raise TypeError(f"ids must be integers, got dtype {new_ids.dtype}")
+                raise DataTypeError(f"ids must be integers, got dtype {new_ids.dtype}")
             new_ids = new_ids.astype(np.int64)
             if n and new_ids.min() < 0:
-                raise ValueError("ids must be non-negative (-1 marks padding in search results)")
+                raise DataError("ids must be non-negative (-1 marks padding in search results)")
             if np.unique(new_ids).size != n:
-                raise ValueError("ids hold repeated values; every id must be unique")
+                raise DataError("ids hold repeated values; every id must be unique")
             if self.ntotal and np.isin(new_ids, self._ids).any():
                 dup = new_ids[np.isin(new_ids, self._ids)]
-                raise ValueError(f"ids already in the index: {dup[:5].tolist()}")
+                raise DataError(f"ids already in the index: {dup[:5].tolist()}")
         if n == 0:
             return self
         self._codes = np.concatenate([self._codes, packed])
@@ -245,7 +261,7 @@ class HammingIndex:
         """Remove the codes with these ids (ids not held are ignored); returns how many went."""
         ids = np.asarray(ids).reshape(-1)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
+            raise DataTypeError(f"ids must be integers, got dtype {ids.dtype}")
         drop = np.isin(self._ids, ids.astype(np.int64))
         n = int(drop.sum())
         if n:
@@ -262,7 +278,7 @@ class HammingIndex:
     def _check_search(self, codes) -> np.ndarray:
         queries = self._packed(codes, "query codes")
         if self.ntotal == 0:
-            raise ValueError("the index is empty: add() codes before searching")
+            raise DataError("the index is empty: add() codes before searching")
         return queries
 
     def search(self, codes, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -273,6 +289,8 @@ class HammingIndex:
         """
         k = _check_int(k, "k", 1)
         queries = self._check_search(codes)
+        check_finite_memory(12.0 * queries.shape[0] * k, f"the results of {queries.shape[0]} queries",
+                            f"k={k}; the index holds {self.ntotal} codes")
         kk = min(k, self.ntotal)
         if self.backend == "faiss":
             dist, pos = self._faiss_knn(queries, kk)
@@ -345,45 +363,44 @@ class HammingIndex:
 
     # faiss backend -----------------------------------------------------
     def _faiss_knn(self, queries, k):
-        """faiss top-k, made exact under the (distance, id) order: fetch ``k1 > k`` candidates; a
-        query whose ``k1``-th candidate is still at the ``k``-th distance may have more ties than
-        were fetched, and gets every code at distance <= that distance from a range search."""
+        """Exact top-k under the (distance, id) order from range searches at a radius estimated
+        per query from a sample of the database (see :mod:`dmh._topk`)."""
         index, rank, n = self._faiss(), self._id_rank(), self.ntotal
+        sample = self._sample_words()
+        padded = _topk.pad_codes(queries, index.code_size)
+        qw = _to_words(queries)
         n_q = queries.shape[0]
         out_d = np.empty((n_q, k), dtype=np.int32)
         out_p = np.empty((n_q, k), dtype=np.int64)
-        k1 = n if k == n else min(n, 2 * k + 16)
-        start, batch = 0, 64  # a small first batch learns how many candidates ties need
-        while start < n_q:
-            stop = min(start + batch, n_q)
-            q = queries[start:stop]
-            dist, pos = index.search(q, k1)
-            dist = dist.astype(np.int64)
-            kth = dist[:, k - 1]
-            exact = (k1 == n) | (dist[:, -1] > kth)
-            rows = np.arange(stop - start)
-            # exact rows: every code at the k-th distance is among the k1 candidates
-            key = dist * n + rank[pos]
-            order = np.argsort(key[exact], axis=1, kind="stable")[:, :k]
-            out_d[start:stop][exact] = np.take_along_axis(dist[exact], order, axis=1)
-            out_p[start:stop][exact] = np.take_along_axis(pos[exact], order, axis=1)
-            for t in np.unique(kth[~exact]):
-                sel = rows[~exact & (kth == t)]
-                lims, d, p = self._faiss_range(q[sel], int(t))
-                for j, r in enumerate(sel):  # already ordered by (distance, id)
-                    lo = lims[j]
-                    out_d[start + r] = d[lo : lo + k]
-                    out_p[start + r] = p[lo : lo + k]
-                # later batches: fetch as many candidates as these queries needed
-                k1 = max(k1, min(n, int(np.diff(lims).max() * 1.25) + 1))
-            start, batch = stop, 1024
+        step = max(1, _PAIR_BUDGET // sample.shape[0])
+        with faiss_threads():
+            for start in range(0, n_q, step):
+                stop = min(start + step, n_q)
+                sample_dist = _hamming_words(qw[start:stop], sample, self.n_bits)
+
+                def retry(rows, tried, sample_dist=sample_dist):
+                    return _topk.estimate_radius(sample_dist[rows], n, k, self.n_bits, factor=4.0)
+
+                out_d[start:stop], out_p[start:stop] = _topk.topk_from_ranges(
+                    self._faiss_range_raw, padded[start:stop],
+                    _topk.estimate_radius(sample_dist, n, k, self.n_bits), k, n, self.n_bits, rank, retry)
         return out_d, out_p
 
-    def _faiss_range(self, queries, radius):
-        index, rank = self._faiss(), self._id_rank()
+    def _sample_words(self) -> np.ndarray:
+        if "sample" not in self._cache:
+            self._cache["sample"] = self._words()[_topk.sample_positions(self.ntotal)]
+        return self._cache["sample"]
+
+    def _faiss_range_raw(self, padded, radius):
+        """faiss range search of already padded queries; hits unordered within a query."""
         # faiss's binary range search keeps distances < radius (strict)
-        lims, dist, pos = index.range_search(np.ascontiguousarray(queries), radius + 1)
-        lims = lims.astype(np.int64)
+        lims, dist, pos = self._faiss().range_search(padded, radius + 1)
+        return lims.astype(np.int64), dist, pos
+
+    def _faiss_range(self, queries, radius):
+        rank = self._id_rank()
+        with faiss_threads():
+            lims, dist, pos = self._faiss_range_raw(_topk.pad_codes(queries, self._faiss().code_size), radius)
         dist = dist.astype(np.int64)
         rows = np.repeat(np.arange(queries.shape[0]), np.diff(lims))
         order = np.lexsort((rank[pos], dist, rows))
@@ -409,21 +426,36 @@ class HammingIndex:
     @classmethod
     def load(cls, path, backend: str | None = None) -> HammingIndex:
         """Load an index written by :meth:`save`. ``backend``: override the saved choice."""
-        meta, arrays = read_archive(path, "dmh-hamming-index", INDEX_FORMAT_VERSION, "index")
+        schema = {"n_bits": int, "code_size": int, "ntotal": int}
+        meta, arrays = read_archive(path, "dmh-hamming-index", INDEX_FORMAT_VERSION, "index", schema, IndexFileError)
         for key in ("codes", "ids"):
             if key not in arrays:
-                raise ValueError(f"{path} is not a complete dmh index file: it lacks {key!r}")
-        index = cls(
-            int(meta["n_bits"]),
-            backend=backend if backend is not None else meta.get("backend", "auto"),
-        )
+                raise IndexFileError(path, f"is not a complete dmh index file: it lacks {key!r}")
+        n_bits = meta["n_bits"]
+        if not 1 <= n_bits <= 4096 or n_bits % 8:
+            raise IndexFileError(path, f"has a damaged header: n_bits={n_bits} is not a multiple of 8 in [8, 4096]")
+        saved_backend = meta.get("backend", "auto")
+        if saved_backend not in _BACKENDS:
+            raise IndexFileError(path, f"has a damaged header: unknown backend {saved_backend!r}")
+        index = cls(n_bits, backend=backend if backend is not None else saved_backend)
         codes, ids = arrays["codes"], arrays["ids"]
-        if codes.dtype != np.uint8 or codes.shape != (ids.size, index.code_size):
-            raise ValueError(
-                f"{path}: stored codes have dtype {codes.dtype} and shape {codes.shape}, "
-                f"expected uint8 ({ids.size}, {index.code_size})"
+        if codes.dtype != np.uint8 or codes.shape != (ids.size, index.code_size) or ids.ndim != 1:
+            raise IndexFileError(
+                path,
+                f"stored codes have dtype {codes.dtype} and shape {codes.shape}, ids shape {ids.shape}; "
+                f"expected uint8 ({ids.size}, {index.code_size}) for {n_bits}-bit codes",
             )
-        index.add(codes, ids)
+        if meta["ntotal"] != ids.size or meta["code_size"] != index.code_size:
+            raise IndexFileError(
+                path, f"header (ntotal {meta['ntotal']}, code_size {meta['code_size']}) disagrees with its "
+                f"arrays ({ids.size} codes of {index.code_size} bytes)"
+            )
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise IndexFileError(path, f"ids must be integers, got dtype {ids.dtype}")
+        try:
+            index.add(codes, ids)
+        except DmhError as exc:
+            raise IndexFileError(path, str(exc)) from None
         return index
 
 
@@ -443,7 +475,7 @@ def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
         np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     )
     if ids.shape != (arr.shape[0],):
-        raise ValueError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
+        raise DataError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
     meta = {
         "format": "dmh-codes",
         "format_version": CODES_FORMAT_VERSION,
@@ -463,48 +495,34 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
     and optionally ``ids`` is accepted.
     """
     path = Path(path)
-    kind = _header_format(path)
-    if kind is not None:  # a dmh archive: read and checked by the reader every dmh file goes through
-        if kind != "dmh-codes":
-            raise ValueError(f"{path} is a {kind} file, not a code file (from dmh encode)")
-        _, arrays = read_archive(path, "dmh-codes", CODES_FORMAT_VERSION, "code")
-    else:  # a plain .npz written by other tools
-        if not path.exists():
-            raise FileNotFoundError(f"code file not found: {path}")
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                arrays = {k: archive[k] for k in archive.files}
-        except Exception as exc:
-            raise ValueError(
-                f"{path} is not a code file: expected an .npz archive with a 'codes' array ({exc})"
-            ) from exc
+    arrays = read_npz(path, CodesFileError, "code file")
     if "codes" not in arrays:
-        raise ValueError(f"{path} has no 'codes' array (it holds {sorted(arrays)})")
-    codes, ids = arrays["codes"], arrays.get("ids")
-    codes = _check_pm1(codes, f"codes in {path}").astype(np.int8)
+        raise CodesFileError(path, f"has no 'codes' array (it holds {sorted(arrays)})")
+    meta = None
+    if META_KEY in arrays:
+        try:
+            meta = json.loads(arrays[META_KEY].tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise CodesFileError(path, "has a damaged header (not JSON text)") from None
+        kind = meta.get("format") if isinstance(meta, dict) else None
+        if kind != "dmh-codes":
+            raise CodesFileError(path, f"is a {kind} file, not a code file (from dmh encode)")
+    codes = arrays["codes"]
+    ids = arrays.get("ids")
+    try:
+        codes = _check_pm1(codes, "codes").astype(np.int8)
+    except DmhError as exc:
+        raise CodesFileError(path, str(exc)) from None
+    if meta is not None and meta.get("n_bits", codes.shape[1]) != codes.shape[1]:
+        raise CodesFileError(path, f"its header says {meta['n_bits']!r} bits but the codes have {codes.shape[1]}")
     if ids is None:
         ids = np.arange(codes.shape[0], dtype=np.int64)
     ids = np.asarray(ids).reshape(-1)
     if ids.size != codes.shape[0]:
-        raise ValueError(f"{path}: {codes.shape[0]} codes but {ids.size} ids")
+        raise CodesFileError(path, f"{codes.shape[0]} codes but {ids.size} ids")
     if ids.size and not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"{path}: ids must be integers, got dtype {ids.dtype}")
+        raise CodesFileError(path, f"ids must be integers, got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or np.unique(ids).size != ids.size):
+        raise CodesFileError(path, "ids must be unique non-negative row numbers")
     return codes, ids.astype(np.int64)
 
-
-def _header_format(path: Path) -> str | None:
-    """The ``format`` named in the JSON header of an ``.npz`` archive; None when the file is not a zip
-    archive or has no header (read from the zip directory, without loading the arrays)."""
-    try:
-        with zipfile.ZipFile(path) as zf:
-            if f"{META_KEY}.npy" not in zf.namelist():
-                return None
-            with zf.open(f"{META_KEY}.npy") as fh:
-                header = np.lib.format.read_array(fh, allow_pickle=False)
-    except (OSError, zipfile.BadZipFile, ValueError):
-        return None
-    try:
-        meta = json.loads(header.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return str(meta.get("format")) if isinstance(meta, dict) else None

@@ -87,6 +87,7 @@ from scipy.special import digamma
 
 from ._validation import check_codes
 from .data import label_matrix
+from .errors import DataError, DataTypeError, ParameterError, ParameterTypeError
 from .hamming import code_words as _words
 from .hamming import hamming_words as _hamming_words
 from .hamming import popcount_into as _popcount_into
@@ -117,9 +118,9 @@ def _code_pair(query_codes, database_codes):
     q = check_codes(query_codes, "query_codes")
     d = check_codes(database_codes, "database_codes")
     if q.shape[1] != d.shape[1]:
-        raise ValueError(f"query codes have {q.shape[1]} bits, database codes {d.shape[1]}")
+        raise DataError(f"query codes have {q.shape[1]} bits, database codes {d.shape[1]}")
     if q.shape[1] == 0:
-        raise ValueError("codes have 0 bits")
+        raise DataError("codes have 0 bits")
     return q, d
 
 
@@ -142,7 +143,7 @@ def _label_pair(query_labels, database_labels):
     if dl.ndim == 2 and dl.shape[1] == 1:
         dl = dl.reshape(-1)
     if ql.ndim != dl.ndim or ql.ndim not in (1, 2):
-        raise ValueError(
+        raise DataError(
             "query and database labels must both be class ids (n,) or both multi-hot (n, L), got "
             f"shapes {ql.shape} and {dl.shape}"
         )
@@ -150,7 +151,7 @@ def _label_pair(query_labels, database_labels):
         both = label_matrix(np.concatenate([ql, dl]))
         return both[: ql.size], both[ql.size :]
     if ql.shape[1] != dl.shape[1]:
-        raise ValueError(f"query labels have {ql.shape[1]} columns, database labels {dl.shape[1]}")
+        raise DataError(f"query labels have {ql.shape[1]} columns, database labels {dl.shape[1]}")
     return ql.astype(bool), dl.astype(bool)
 
 
@@ -236,24 +237,24 @@ def _check_inputs(query_codes, database_codes, query_labels, database_labels):
     q, d = _code_pair(query_codes, database_codes)
     ql, dl = np.asarray(query_labels), np.asarray(database_labels)
     if ql.ndim == 0 or ql.shape[0] != q.shape[0]:
-        raise ValueError(f"{q.shape[0]} query codes but query labels of shape {ql.shape}")
+        raise DataError(f"{q.shape[0]} query codes but query labels of shape {ql.shape}")
     if dl.ndim == 0 or dl.shape[0] != d.shape[0]:
-        raise ValueError(f"{d.shape[0]} database codes but database labels of shape {dl.shape}")
+        raise DataError(f"{d.shape[0]} database codes but database labels of shape {dl.shape}")
     if d.shape[0] == 0:
-        raise ValueError("the database is empty (0 database codes)")
+        raise DataError("the database is empty (0 database codes)")
     if q.shape[0] == 0:
-        raise ValueError("there are no queries (0 query codes)")
+        raise DataError("there are no queries (0 query codes)")
     for name, lab in (("query_labels", ql), ("database_labels", dl)):
         if not (np.issubdtype(lab.dtype, np.number) or lab.dtype == np.bool_):
-            raise TypeError(f"{name} must be numeric class ids or 0/1 multi-hot, got dtype {lab.dtype}")
+            raise DataTypeError(f"{name} must be numeric class ids or 0/1 multi-hot, got dtype {lab.dtype}")
     return q, d, _Relevance(ql, dl)
 
 
 def _check_k(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive integer, got {value!r}")
+        raise ParameterTypeError(f"{name} must be a positive integer, got {value!r}")
     if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
+        raise ParameterError(f"{name} must be positive, got {value}")
     return int(value)
 
 
@@ -261,7 +262,7 @@ def _check_ks(values, name: str) -> tuple[int, ...]:
     if isinstance(values, numbers.Integral) and not isinstance(values, bool):
         values = (values,)
     if not isinstance(values, Sequence | np.ndarray):
-        raise TypeError(f"{name} must be a sequence of positive integers, got {values!r}")
+        raise ParameterTypeError(f"{name} must be a sequence of positive integers, got {values!r}")
     return tuple(_check_k(v, name) for v in values)
 
 
@@ -280,7 +281,7 @@ def _scan(q, d, rel_of, *, top_ks=(), topn=(), rank=True, full=True, buckets=Tru
     n_bits, n_q, n = q.shape[1], q.shape[0], d.shape[0]
     b1 = n_bits + 1
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        raise ParameterError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     dist_of = _Distance(q, d)
     cut_k = np.minimum(np.asarray(top_ks, dtype=np.int64), n)
     cut_n = np.minimum(np.asarray(topn, dtype=np.int64), n)
@@ -483,7 +484,7 @@ def pr_curve_by_radius(
     where undefined) plus ``"coverage"`` for the per-query form.
     """
     if form not in ("pooled", "per_query"):
-        raise ValueError(f"form must be 'pooled' or 'per_query', got {form!r}")
+        raise ParameterError(f"form must be 'pooled' or 'per_query', got {form!r}")
     q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
     s = _scan(q, d, rel, rank=False, buckets=True, chunk_size=chunk_size)
     return _pr_dict(s, q.shape[1], q.shape[0])[form]
@@ -502,9 +503,9 @@ def precision_within_radius(
     retrieves nothing counting as 0 (see the module docstring)."""
     q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
     if isinstance(radius, bool) or not isinstance(radius, numbers.Integral):
-        raise TypeError(f"radius must be an integer, got {radius!r}")
+        raise ParameterTypeError(f"radius must be an integer, got {radius!r}")
     if not 0 <= radius <= q.shape[1]:
-        raise ValueError(f"radius must be between 0 and n_bits={q.shape[1]}, got {radius}")
+        raise ParameterError(f"radius must be between 0 and n_bits={q.shape[1]}, got {radius}")
     s = _scan(q, d, rel, rank=False, buckets=True, chunk_size=chunk_size)
     return float(s["pq_precision_sum"][radius] / q.shape[0])
 

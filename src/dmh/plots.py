@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ._atomic import atomic_path
+from .errors import DataError, ParameterError
 from .records import TASKS, check_records, method_labels
 
 __all__ = ["plot_topn", "plot_pr", "plot_curves", "mean_curves", "new_figure", "save_figure"]
@@ -48,7 +49,7 @@ def mean_curves(records, kind: str, n_bits: int) -> dict:
         if kind == "topn":
             xs = [tuple(c["n"]) for c in curves]
             if len(set(xs)) != 1:
-                raise ValueError(
+                raise DataError(
                     f"{method} at {n_bits} bits ({task}): seeds have different TopN grids"
                 )
             x = np.asarray(xs[0], dtype=np.float64)
@@ -113,7 +114,7 @@ def plot_pr(records, path, n_bits: int, form: str = "pooled") -> Path | None:
     """Precision-recall curves by Hamming radius 0..n_bits (``form``: ``"pooled"`` or
     ``"per_query"``); ``None`` when no record has them."""
     if form not in ("pooled", "per_query"):
-        raise ValueError(f"form must be 'pooled' or 'per_query', got {form!r}")
+        raise ParameterError(f"form must be 'pooled' or 'per_query', got {form!r}")
     kind = "pr_radius" if form == "pooled" else "pr_radius_per_query"
     curves = mean_curves(records, kind, n_bits)
     if not any(curves.values()):

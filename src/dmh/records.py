@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .errors import DataError, DataTypeError
+
 __all__ = [
     "TASKS",
     "TASK_SHORT",
@@ -59,25 +61,25 @@ BY_METHOD = ("method", "paired_ratio", "task", "n_bits")
 def check_records(records) -> list[dict]:
     """Validate result records; returns them as a list. Errors name the record and the key."""
     if isinstance(records, dict):
-        raise TypeError("records must be a list of dicts (one per run), got a single dict")
+        raise DataTypeError("records must be a list of dicts (one per run), got a single dict")
     records = list(records)
     if not records:
-        raise ValueError("no result records to report")
+        raise DataError("no result records to report")
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
-            raise TypeError(f"record {i} is a {type(rec).__name__}, expected a dict")
+            raise DataTypeError(f"record {i} is a {type(rec).__name__}, expected a dict")
         missing = [k for k in REQUIRED_KEYS if k not in rec]
         if missing:
-            raise ValueError(f"record {i} lacks {missing}; every record needs {list(REQUIRED_KEYS)}")
+            raise DataError(f"record {i} lacks {missing}; every record needs {list(REQUIRED_KEYS)}")
         if rec["task"] not in TASKS:
-            raise ValueError(f"record {i} has task {rec['task']!r}; expected one of {TASKS}")
+            raise DataError(f"record {i} has task {rec['task']!r}; expected one of {TASKS}")
         if not isinstance(rec["n_bits"], numbers.Integral) or rec["n_bits"] < 1:
-            raise ValueError(f"record {i} has n_bits {rec['n_bits']!r}; expected a positive integer")
+            raise DataError(f"record {i} has n_bits {rec['n_bits']!r}; expected a positive integer")
         ratio = rec["paired_ratio"]
         if not isinstance(ratio, numbers.Real) or not 0 < ratio <= 1:
-            raise ValueError(f"record {i} has paired_ratio {ratio!r}; expected a number in (0, 1]")
+            raise DataError(f"record {i} has paired_ratio {ratio!r}; expected a number in (0, 1]")
         if not isinstance(rec["map"], numbers.Real):
-            raise ValueError(f"record {i} has map {rec['map']!r}; expected a number")
+            raise DataError(f"record {i} has map {rec['map']!r}; expected a number")
     return records
 
 

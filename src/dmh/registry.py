@@ -1,10 +1,13 @@
-"""Registry of hashing methods by name (DMH and the baselines). Entries are import strings, resolved
-only when a method is asked for, so that importing :mod:`dmh` never pulls in PyTorch (only DMH needs
-it) and the registry imports no method module: :mod:`dmh.base` uses it to load any saved model."""
+"""Registry of hashing methods by name (DMH, the baselines and the peers of :mod:`dmh.peers`). Entries
+are import strings, resolved only when a method is asked for, so that importing :mod:`dmh` never pulls
+in PyTorch (only DMH and the deep peers need it) and the registry imports no method module:
+:mod:`dmh.base` uses it to load any saved model."""
 
 from __future__ import annotations
 
 import importlib
+
+from .errors import UnknownNameError
 
 __all__ = ["METHODS", "get_method_class", "make_method", "method_names"]
 
@@ -18,6 +21,12 @@ METHODS: dict[str, tuple[str, str]] = {
     "stmh": ("dmh.baselines.stmh", "STMH"),
     "fsh": ("dmh.baselines.fsh", "FSH"),
     "cca-itq": ("dmh.peers.cca_itq", "CCAITQ"),
+    "spdh": ("dmh.peers.spdh", "SPDH"),
+    "djsrh": ("dmh.peers.djsrh", "DJSRH"),
+    "jdsh": ("dmh.peers.jdsh", "JDSH"),
+    "dgcpn": ("dmh.peers.dgcpn", "DGCPN"),
+    "ucch": ("dmh.peers.ucch", "UCCH"),
+    "sadch": ("dmh.peers.sadch", "SADCH"),
 }
 
 
@@ -28,7 +37,7 @@ def method_names() -> list[str]:
 def get_method_class(name: str):
     key = name.lower()
     if key not in METHODS:
-        raise KeyError(f"unknown method {name!r}; available: {', '.join(METHODS)}")
+        raise UnknownNameError(f"unknown method {name!r}; available: {', '.join(METHODS)}")
     module, cls = METHODS[key]
     return getattr(importlib.import_module(module), cls)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ._atomic import atomic_write_text
 from ._json import jsonable as _jsonable
+from .errors import ParameterError
 from .records import (
     ID_KEYS,
     NOT_METRICS,
@@ -48,7 +49,7 @@ def markdown_table(records, metric: str = "map", digits: int = 4) -> str:
     """``metric`` as mean ± std over seeds; rows method and pairing, columns task and bits."""
     rows = summarize(records, metric)
     if not rows:
-        raise ValueError(f"no record holds the metric {metric!r}")
+        raise ParameterError(f"no record holds the metric {metric!r}")
     columns = sorted({(r["task"], r["n_bits"]) for r in rows}, key=lambda c: (TASKS.index(c[0]), c[1]))
     row_keys = list(dict.fromkeys((r["method"], r["paired_ratio"], r["label"]) for r in rows))
     cells = {(r["method"], r["paired_ratio"], r["task"], r["n_bits"]): r for r in rows}

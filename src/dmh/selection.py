@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .data import CrossModalData
+from .errors import DataError, ParameterError
 
 __all__ = [
     "HeldOutPairs",
@@ -69,13 +70,13 @@ def holdout_pairs(data: CrossModalData, fraction: float = 0.15, min_count: int =
     Raises ``ValueError`` when fewer than 10 paired objects would be held out.
     """
     if not 0.0 < float(fraction) < 1.0:
-        raise ValueError(f"holdout fraction must lie in (0, 1), got {fraction}")
+        raise ParameterError(f"holdout fraction must lie in (0, 1), got {fraction}")
     paired = np.flatnonzero(data.paired_mask)
     n_hold = int(round(fraction * paired.size))
     n_hold = max(n_hold, int(min_count))
     n_hold = min(n_hold, int(max_count), paired.size // 2)
     if n_hold < 10:
-        raise ValueError(
+        raise DataError(
             f"label-free selection needs paired training objects to hold out: the data hold {paired.size} "
             "pairs, too few to hold out 10"
         )
@@ -114,11 +115,11 @@ def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS
     image_codes = np.asarray(image_codes)
     text_codes = np.asarray(text_codes)
     if image_codes.shape != text_codes.shape:
-        raise ValueError(f"image codes {image_codes.shape} and text codes {text_codes.shape} must have one row "
+        raise DataError(f"image codes {image_codes.shape} and text codes {text_codes.shape} must have one row "
                          "per held-out pair and the same number of bits")
     n = image_codes.shape[0]
     if n < 2:
-        raise ValueError("pair retrieval needs at least 2 held-out pairs")
+        raise DataError("pair retrieval needs at least 2 held-out pairs")
     D = hamming_distance(image_codes, text_codes)
     out = {"n_pairs": int(n)}
     mrrs = []
@@ -143,7 +144,7 @@ def code_health(codes) -> dict:
     bits count as 0) and ``distinct`` (fraction of distinct codes)."""
     C = np.asarray(codes, dtype=np.float64)
     if C.ndim != 2 or C.shape[0] < 2:
-        raise ValueError(f"code_health needs a 2-D array with at least 2 rows, got shape {C.shape}")
+        raise DataError(f"code_health needs a 2-D array with at least 2 rows, got shape {C.shape}")
     means = C.mean(0)
     c = C.shape[1]
     corr_mean = 0.0
@@ -199,18 +200,18 @@ def parse_grid(spec: str, method: str) -> list[dict]:
         if not part:
             continue
         if "=" not in part:
-            raise ValueError(f"--grid entries are KEY=V1,V2,... separated by ';', got {part!r}")
+            raise ParameterError(f"--grid entries are KEY=V1,V2,... separated by ';', got {part!r}")
         key, values = part.split("=", 1)
         key = key.strip()
         if "." in key:
             prefix, key = key.split(".", 1)
             if prefix.lower() != method.lower():
-                raise ValueError(f"--grid entry {part!r} names method {prefix!r}, but --method is {method!r}")
+                raise ParameterError(f"--grid entry {part!r} names method {prefix!r}, but --method is {method!r}")
         vals = [_literal(v.strip()) for v in values.split(",") if v.strip()]
         if not vals:
-            raise ValueError(f"--grid entry {part!r} lists no values")
+            raise ParameterError(f"--grid entry {part!r} lists no values")
         if any(k == key for k, _ in axes):
-            raise ValueError(f"--grid names {key!r} twice")
+            raise ParameterError(f"--grid names {key!r} twice")
         axes.append((key, vals))
     if not axes:
         return [{}]
@@ -257,7 +258,7 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
     for params in [fixed_params, *grid]:
         unknown = sorted(set(params) - valid)
         if unknown:
-            raise ValueError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(valid)}")
+            raise ParameterError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(valid)}")
     records = list(records or [])
     done = {(r["candidate"], r["n_bits"], r["seed"], r["paired_ratio"]) for r in records}
     train_full = data.train() if data.train_idx is not None else data
@@ -335,7 +336,7 @@ def choose(records: Sequence[dict]) -> dict:
     for r in records:
         by_cand.setdefault(r["candidate"], []).append(r["label_free"]["score"])
     if not by_cand:
-        raise ValueError("no finished candidates to choose from")
+        raise DataError("no finished candidates to choose from")
     best = max(by_cand, key=lambda c: float(np.mean(by_cand[c])))
     return {"candidate": best, "params": json.loads(best), "score": float(np.mean(by_cand[best]))}
 
@@ -359,4 +360,4 @@ def load_records(path) -> list[dict]:
     try:
         return list(json.loads(path.read_text())["records"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path} is not a tune results file ({exc})") from None
+        raise DataError(f"{path} is not a tune results file ({exc})") from None

@@ -58,3 +58,28 @@ def test_cmfh_max_iter_warns_and_records_n_iter():
 def test_cmfh_bad_hyperparameters(params):
     with pytest.raises(ValueError):
         CMFH(4, **params).fit(_data())
+
+
+def test_cmfh_auto_hash_ridge_keeps_the_papers_value_unless_it_interpolates():
+    from dmh.baselines.fsh import effective_dof
+
+    rng = np.random.default_rng(0)
+    narrow = rng.normal(size=(5, 300))  # d << n: gamma / mu already regularises enough
+    assert cmfh_mod.auto_hash_ridge(narrow, 1e-4) == 1e-4
+    wide = 7.0 * rng.normal(size=(80, 100))  # d close to n: 1e-4 would interpolate
+    r = cmfh_mod.auto_hash_ridge(wide, 1e-4)
+    s = np.linalg.eigvalsh(wide.T @ wide)
+    assert r > 1e-4 and effective_dof(s, r) <= 10
+    # scale-free: scaling the features scales the ridge by the square
+    assert cmfh_mod.auto_hash_ridge(3.0 * wide, 1e-4) == pytest.approx(9.0 * r)
+
+
+def test_cmfh_hash_ridge_none_is_the_papers_objective():
+    data = _data()
+    a = _fit("cmfh", data, n_bits=6, hash_ridge=None)
+    np.testing.assert_allclose(a.hash_ridges_, [1e-4, 1e-4])
+    b = _fit("cmfh", data, n_bits=6, hash_ridge=0.5, max_iter=30, tol=0.0)
+    np.testing.assert_allclose(b.hash_ridges_, [0.5, 0.5])
+    assert np.all(np.diff(b.objective_) <= 1e-9 * abs(b.objective_[0]))
+    with pytest.raises(ValueError, match="hash_ridge"):
+        _fit("cmfh", data, hash_ridge="big")

@@ -53,9 +53,11 @@ def test_fit_then_info(tiny_file, tmp_path):
         (["evaluate", "{f}", "--method", "xyz"], "unknown method"),
         (["evaluate", "{f}", "--bits", "0"], "n_bits must be between"),
         (["evaluate", "{f}", "--bits", "a,b"], "comma-separated integers"),
-        (["evaluate", "{f}", "--paired-ratio", "0"], "paired ratio must lie"),
+        (["evaluate", "{f}", "--paired-ratio", "0"], "paired-ratio must lie"),
         (["evaluate", "{f}", "--param", "dmh.colour=3"], "unknown parameter"),
         (["evaluate", "{nolabels}"], "hold no labels"),
+        (["demo", "--rounds", "0"], "--rounds"),
+        (["--threads", "0", "info", "{f}"], "--threads"),
     ],
 )
 def test_bad_input_is_one_clear_line(args, message, tiny_file, tmp_path, capsys):

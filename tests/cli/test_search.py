@@ -73,6 +73,21 @@ def run(command, args):
     return CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
 
 
+def invoke(command, args):
+    """``dmh COMMAND ARGS`` through :func:`dmh.cli.main`, the boundary that turns bad input into one
+    line and exit code 2."""
+    import click
+
+    from dmh.cli import main
+
+    @click.command(context_settings={"ignore_unknown_options": True, "help_option_names": []})
+    @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+    def through_main(argv):
+        raise SystemExit(main([command.name, *argv]))
+
+    return CliRunner().invoke(through_main, [str(a) for a in args])
+
+
 def test_encode_index_search_end_to_end(files):
     tmp = files["dir"]
     r = run(
@@ -217,7 +232,7 @@ def test_bad_input_is_one_clear_line(built, monkeypatch, command, args, message)
         built["model_path"] if a == "MODEL" else built["data_path"] if a == "DATA" else a
         for a in args
     ]
-    r = CliRunner().invoke(command, [str(a) for a in args])
+    r = invoke(command, args)
     assert r.exit_code == 2, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
     assert "Traceback" not in r.output
@@ -228,7 +243,7 @@ def test_bad_input_is_one_clear_line(built, monkeypatch, command, args, message)
 
 def test_model_and_index_bit_counts_must_agree(built):
     tmp = built["dir"]
-    r = CliRunner().invoke(
+    r = invoke(
         search,
         [
             str(tmp / "c.dmhidx"),

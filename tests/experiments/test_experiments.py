@@ -12,6 +12,7 @@ from dmh import save_data
 from dmh.cli import main
 from dmh.experiments import (
     DOCUMENTED_METHODS,
+    PEER_METHODS,
     config_names,
     load_cells,
     load_config,
@@ -32,7 +33,27 @@ quiet = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarnin
 
 # ------------------------------------------------------------------------------------ configs
 def test_one_config_per_table_and_figure():
-    assert set(config_names()) == EXPECTED
+    # the paper's tables and figures, plus the comparison with the peers beyond the paper
+    assert set(config_names()) == EXPECTED | {"peers"}
+
+
+def test_peers_config_names_every_method_of_the_package():
+    cfg = load_config("peers")
+    methods = {run["method"] for run in cfg["runs"]}
+    # every registered method, the paper's and the peers (some peers may be registered later)
+    assert set(method_names()) <= methods
+    assert methods == set(DOCUMENTED_METHODS) | set(PEER_METHODS)
+    # a name that is neither registered nor a documented peer is still rejected
+    bad = copy.deepcopy(cfg)
+    bad["runs"][0]["method"] = "no-such-method"
+    with pytest.raises(ValueError, match="not a known method"):
+        validate_config(bad)
+    assert cfg["bits"] == [16, 32, 64, 128] and cfg["seeds"] == [0, 1, 2, 3, 4]
+    assert all(run["paired_ratios"] == [1.0, 0.5] for run in cfg["runs"])
+    assert set(cfg["default_datasets"]) == {"wiki", "uci-digits", "fashion"}
+    assert cfg["report_fit_time"] is True
+    quick = resolve_config(cfg, quick=True)
+    assert quick["bits"] == [16] and quick["seeds"] == [0]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -320,3 +341,22 @@ def test_bad_input_is_one_clear_line(args, message, tmp_path, capsys, count_fits
     err = capsys.readouterr().err.strip()
     assert message in err and "Traceback" not in err
     assert count_fits["n"] == 0
+
+
+@quiet
+def test_quick_peers_runs_every_available_method_and_reports_fit_time(toy_file, tmp_path, capsys):
+    out = tmp_path / "peers"
+    args = ["reproduce", "peers", "--quick", "--datasets", f"toy={toy_file}", "--out", str(out), "--no-plots"]
+    assert main(args) == 0, capsys.readouterr().err
+    metrics = json.loads((out / "metrics.json").read_text())
+    cfg = load_config("peers")
+    available = {run["label"] for run in cfg["runs"] if run["method"] in method_names()}
+    assert {r["method"] for r in metrics["records"]} == available
+    assert all(0 <= r["map"] <= 1 and r["fit_seconds"] >= 0 for r in metrics["records"])
+    report = (out / "report.md").read_text()
+    assert "toy: fit time (seconds)" in report and "Not in the DMH paper" in report
+    for label in available:
+        assert f"| {label} |" in report
+    missing = [run["label"] for run in cfg["runs"] if run["method"] not in method_names()]
+    if missing:
+        assert "Not run" in report and all(label in report for label in missing)

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from dmh import DMH, CrossModalData, load_model, make_semi_paired, mean_average_precision
+from dmh.errors import ParameterError, ResourceError
 from dmh.evaluation import evaluate_model
 
 from ..conftest import WIKI, requires_file
@@ -133,3 +134,30 @@ def test_align_bits_undoes_a_permutation_and_sign_flips():
     shuffled = H[:, perm] * signs
     np.testing.assert_array_equal(align_bits(shuffled, H), H)
     assert align_bits(H, H).dtype == np.int8
+
+
+# ---------------------------------------------------------------- bad input (issue 9)
+
+def _rand_data(n=30, seed=0, **kw):
+    rng = np.random.default_rng(seed)
+    return CrossModalData(image=rng.normal(size=(n, 5)), text=rng.normal(size=(n, 4)),
+                          labels=rng.integers(0, 3, n), **kw)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, "nan", True])
+def test_non_finite_hyperparameters_refused(value):
+    from dmh.methods.dmh import DMH
+
+    with pytest.raises(ParameterError, match="gamma must be a finite number"):
+        DMH(n_bits=4, gamma=value).fit(_rand_data())
+
+
+def test_absurd_sizes_refused_before_allocating():
+    from dmh.index import HammingIndex
+    from dmh.methods.dmh import DMH
+
+    with pytest.raises(ResourceError, match="hidden_size=10000000000000"):
+        DMH(n_bits=4, hidden_size=10**13).fit(_rand_data())
+    index = HammingIndex(8, backend="numpy").add(np.ones((3, 8), np.int8))
+    with pytest.raises(ResourceError, match="k=1000000000000"):
+        index.search(np.ones((2, 8), np.int8), 10**12)

@@ -37,16 +37,20 @@ from sklearn.exceptions import ConvergenceWarning
 from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 from .fitting import LinearHashMixin, centre
 
 __all__ = ["CMFH", "cmfh_objective", "update_U", "update_V", "update_P"]
 
 
-def cmfh_objective(X1, X2, U1, U2, V, P1, P2, lambda_: float, mu: float, gamma: float) -> float:
-    """The CMFH objective from its definition (features as columns, ``d_m x n``)."""
+def cmfh_objective(X1, X2, U1, U2, V, P1, P2, lambda_: float, mu: float, gamma: float,
+                   gamma_p=None) -> float:
+    """The CMFH objective from its definition (features as columns, ``d_m x n``). ``gamma_p``:
+    the regulariser weights of ``P1``, ``P2`` (one number or two; default ``gamma``, the paper's)."""
+    gp = np.broadcast_to(np.asarray(gamma if gamma_p is None else gamma_p, dtype=np.float64), (2,))
     rec = lambda_ * np.sum((X1 - U1 @ V) ** 2) + (1.0 - lambda_) * np.sum((X2 - U2 @ V) ** 2)
     hash_fit = mu * (np.sum((V - P1 @ X1) ** 2) + np.sum((V - P2 @ X2) ** 2))
-    reg = gamma * sum(np.sum(M**2) for M in (U1, U2, V, P1, P2))
+    reg = gamma * sum(np.sum(M**2) for M in (U1, U2, V)) + gp[0] * np.sum(P1**2) + gp[1] * np.sum(P2**2)
     return float(rec + hash_fit + reg)
 
 
@@ -73,10 +77,34 @@ def update_P(V, XtM) -> np.ndarray:
     return V @ XtM
 
 
-def hash_solver(X, mu: float, gamma: float) -> np.ndarray:
-    """``X^T (X X^T + (gamma/mu) I)^{-1}`` (``n x d``), the fixed part of the ``P`` update."""
+def hash_solver(X, mu: float, gamma: float, ridge: float | None = None) -> np.ndarray:
+    """``X^T (X X^T + r I)^{-1}`` (``n x d``), the fixed part of the ``P`` update, with the ridge
+    ``r = gamma / mu`` (the paper's) unless ``ridge`` is given."""
     d = X.shape[0]
-    return linalg.solve(X @ X.T + (gamma / mu) * np.eye(d), X, assume_a="pos").T
+    r = gamma / mu if ridge is None else ridge
+    return linalg.solve(X @ X.T + r * np.eye(d), X, assume_a="pos").T
+
+
+def auto_hash_ridge(X, base: float) -> float:
+    """``hash_ridge="auto"`` for centred features ``X`` (``d x n``): ``base`` (the paper's
+    ``gamma / mu``) when its regression keeps at most ``n / 10`` effective degrees of freedom
+    (FSH's rule, :func:`dmh.baselines.fsh.effective_dof`), else the smallest ridge above it of
+    :data:`dmh.baselines.fsh.AUTO_RIDGES` times the mean squared norm of the rows (scale-free)
+    that does (the largest when none does)."""
+    from .fsh import AUTO_DOF_SHARE, AUTO_RIDGES, effective_dof
+
+    d, n = X.shape
+    s = np.linalg.eigvalsh(X @ X.T) if d <= n else np.linalg.eigvalsh(X.T @ X)
+    limit = AUTO_DOF_SHARE * n
+    if effective_dof(s, base) <= limit:
+        return float(base)
+    scale = float(np.mean(np.sum(X * X, axis=0)))
+    scale = scale if scale > 0 else 1.0
+    candidates = [g * scale for g in AUTO_RIDGES if g * scale > base]
+    for ridge in candidates:
+        if effective_dof(s, ridge) <= limit:
+            return float(ridge)
+    return float(candidates[-1]) if candidates else float(base)
 
 
 class CMFH(LinearHashMixin, BaseHasher):
@@ -96,7 +124,17 @@ class CMFH(LinearHashMixin, BaseHasher):
     mu : float [100]
         The paper's mu: weight of the hash-function (projection) terms.
     gamma : float [0.01]
-        The paper's gamma: weight of the Frobenius regulariser on all variables.
+        The paper's gamma: weight of the Frobenius regulariser on all variables (on ``P1``, ``P2``
+        too when ``hash_ridge=None``).
+    hash_ridge : "auto", None or float ["auto"]
+        Ridge ``r_m`` of the hash-function regressions ``P_m = V X_m^T (X_m X_m^T + r_m I)^{-1}``
+        (their regulariser is ``mu r_m ||P_m||^2``). ``None``: the paper's ``r = gamma / mu``
+        (1e-4, the former default). ``"auto"`` (default since the check on dense CNN features,
+        ``docs/baselines_cvh_imh_cmfh.md``): per modality the paper's ``gamma / mu`` when its
+        regression keeps at most ``n / 10`` effective degrees of freedom (FSH's rule), else the
+        smallest larger ridge, relative to the mean squared norm of the centred rows, that does;
+        with ``1e-4`` the regressions interpolate ``V`` when a modality has nearly as many
+        dimensions as there are pairs (:func:`auto_hash_ridge`).
     max_iter : int [100]
         Most alternating iterations.
     tol : float [1e-5]
@@ -115,6 +153,8 @@ class CMFH(LinearHashMixin, BaseHasher):
         ``V``) and after each iteration; non-increasing.
     n_iter_ : int
         Iterations run.
+    hash_ridges_ : array (2,)
+        The ridges ``r_m`` used (image, text).
     latent_ : array (n_paired, n_bits)
         ``V^T``, the shared latent representation of the training pairs (``sign`` of it is CMFH's
         "unified code" of a training object). Kept after ``fit`` for diagnostics; not saved.
@@ -124,9 +164,10 @@ class CMFH(LinearHashMixin, BaseHasher):
     uses_unpaired = False
     min_paired = 2
 
-    def __init__(self, n_bits=64, *, lambda_=0.5, mu=100.0, gamma=0.01, max_iter=100, tol=1e-5,
-                 random_state=None):
+    def __init__(self, n_bits=64, *, lambda_=0.5, mu=100.0, gamma=0.01, hash_ridge="auto", max_iter=100,
+                 tol=1e-5, random_state=None):
         self.n_bits = n_bits
+        self.hash_ridge = hash_ridge
         self.lambda_ = lambda_
         self.mu = mu
         self.gamma = gamma
@@ -149,11 +190,21 @@ class CMFH(LinearHashMixin, BaseHasher):
         X1, X2 = Xi.T, Xt.T
         n = X1.shape[1]
 
-        S1, S2 = hash_solver(X1, mu, gamma), hash_solver(X2, mu, gamma)
+        if self.hash_ridge is None:
+            ridges = np.array([gamma / mu, gamma / mu])
+        elif isinstance(self.hash_ridge, str):
+            if self.hash_ridge != "auto":
+                raise ParameterError(f"{name}: hash_ridge must be 'auto', None or a positive number, "
+                                 f"got {self.hash_ridge!r}")
+            ridges = np.array([auto_hash_ridge(X1, gamma / mu), auto_hash_ridge(X2, gamma / mu)])
+        else:
+            ridges = np.array([check_real(self.hash_ridge, "hash_ridge", low_inclusive=False, owner=name)] * 2)
+        gamma_p = mu * ridges
+        S1, S2 = hash_solver(X1, mu, gamma, ridges[0]), hash_solver(X2, mu, gamma, ridges[1])
         V = rng.standard_normal((k, n))
         U1, U2 = update_U(X1, V, lambda_, gamma), update_U(X2, V, 1.0 - lambda_, gamma)
         P1, P2 = update_P(V, S1), update_P(V, S2)
-        obj = [cmfh_objective(X1, X2, U1, U2, V, P1, P2, lambda_, mu, gamma)]
+        obj = [cmfh_objective(X1, X2, U1, U2, V, P1, P2, lambda_, mu, gamma, gamma_p)]
         converged = False
         n_iter = 0
         while n_iter < max_iter:
@@ -162,7 +213,7 @@ class CMFH(LinearHashMixin, BaseHasher):
             U2 = update_U(X2, V, 1.0 - lambda_, gamma)
             V = update_V(X1, X2, U1, U2, P1, P2, lambda_, mu, gamma)
             P1, P2 = update_P(V, S1), update_P(V, S2)
-            obj.append(cmfh_objective(X1, X2, U1, U2, V, P1, P2, lambda_, mu, gamma))
+            obj.append(cmfh_objective(X1, X2, U1, U2, V, P1, P2, lambda_, mu, gamma, gamma_p))
             if (obj[-2] - obj[-1]) <= tol * max(abs(obj[-2]), np.finfo(float).tiny):
                 converged = True
                 break
@@ -178,14 +229,20 @@ class CMFH(LinearHashMixin, BaseHasher):
         self.objective_ = np.asarray(obj)
         self.n_iter_ = n_iter
         self.latent_ = V.T.copy()
+        self.hash_ridges_ = ridges
 
     def _get_state(self):
         return {
             **self._linear_state(),
             "objective": self.objective_,
+            "hash_ridges": self.hash_ridges_,
         }
+
+    def _extra_state_spec(self):
+        return {"objective": (None,)}
 
     def _set_state(self, state):
         self._set_linear_state(state)
         self.objective_ = np.asarray(state["objective"])
+        self.hash_ridges_ = np.asarray(state["hash_ridges"]) if "hash_ridges" in state else np.full(2, np.nan)
         self.n_iter_ = self.objective_.size - 1

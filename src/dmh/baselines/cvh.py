@@ -43,6 +43,8 @@ from scipy import linalg
 from .._validation import check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import DataError, ParameterError
+from .cca import select_cca_ridge
 from .fitting import LinearHashMixin, centre
 from .spectral import fix_column_signs
 
@@ -81,12 +83,15 @@ class CVH(LinearHashMixin, BaseHasher):
     ----------
     n_bits : int
         Code length.
-    reg : float [1e-4]
+    reg : "auto" or float ["auto"]
         Relative ridge added to each view's covariance (not in the paper, which assumes ``X X^T``
-        invertible; see the module docstring). ``0`` solves the paper's problem exactly and fails
-        when a covariance is singular.
+        invertible; see the module docstring). ``"auto"`` (default since the check on dense CNN
+        features, see ``docs/baselines_cvh_imh_cmfh.md``) picks it from
+        :data:`dmh.baselines.cca.AUTO_REG_GRID` by the mean canonical correlation of held-out
+        training *pairs* (no labels), as CCA-ITQ does; ``1e-4`` was the former default; ``0``
+        solves the paper's problem exactly and fails when a covariance is singular.
     random_state : int, Generator or None
-        Accepted for the common interface; CVH is a closed-form eigenproblem with no random step.
+        Seeds the held-out split of ``reg="auto"``; a fixed ``reg`` has no random step.
 
     Attributes
     ----------
@@ -98,6 +103,8 @@ class CVH(LinearHashMixin, BaseHasher):
         The ``n_bits`` smallest generalized eigenvalues, ``2 (1 - rho)`` ascending.
     ridge_ : array (2,)
         The absolute ridges ``(r_image, r_text)`` that were used.
+    reg_ : float
+        The relative ridge used; ``reg_scores_`` the held-out correlations of ``reg="auto"``.
     objective_ : float
         The relaxed objective at the solution, ``Tr(A^T P A) = sum(eigenvalues_)``.
     n_iter_ : int
@@ -108,43 +115,53 @@ class CVH(LinearHashMixin, BaseHasher):
     uses_unpaired = False
     min_paired = 2
 
-    def __init__(self, n_bits=64, *, reg=1e-4, random_state=None):
+    def __init__(self, n_bits=64, *, reg="auto", random_state=None):
         self.n_bits = n_bits
         self.reg = reg
         self.random_state = random_state
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        reg = check_real(self.reg, "reg", owner=name)
-        check_random_state(self.random_state)  # validated for the common interface; unused
+        if isinstance(self.reg, str):
+            if self.reg != "auto":
+                raise ParameterError(f"{name}: reg must be 'auto' or a non-negative number, got {self.reg!r}")
+            reg = "auto"
+        else:
+            reg = check_real(self.reg, "reg", owner=name)
+        rng = check_random_state(self.random_state)  # only reg="auto" draws from it (its held-out split)
         k = self.n_bits_
         paired = data.paired_mask
         n = int(paired.sum())
         if n <= k:
-            raise ValueError(
+            raise DataError(
                 f"{name} needs more paired objects than bits: {k} uncorrelated zero-mean "
                 f"projections need at least {k + 1} paired objects, the training data hold {n}"
             )
         di, dt = data.image.shape[1], data.text.shape[1]
         if k > di + dt:
-            raise ValueError(
+            raise ParameterError(
                 f"{name} gives at most d_image + d_text = {di + dt} bits (one per generalized "
                 f"eigenvector), n_bits={k} requested"
             )
+        scores = np.empty(0)
+        if reg == "auto":
+            reg, scores = select_cca_ridge(data.image[paired], data.text[paired], k, rng, name)
         Xi, mean_i = centre(data.image[paired])
         Xt, mean_t = centre(data.text[paired])
         P, Q, ridge = cvh_eigenproblem(Xi, Xt, reg)
         try:
             evals, evecs = linalg.eigh(P, Q, subset_by_index=[0, k - 1])
         except linalg.LinAlgError as exc:
-            raise ValueError(
-                f"{name}: a view's covariance is singular (reg={self.reg}); use reg > 0"
+            raise ParameterError(
+                f"{name}: a view's covariance is singular (reg={reg}); use reg > 0"
             ) from exc
         evecs = fix_column_signs(evecs)
         self.projections_ = {"image": evecs[:di], "text": evecs[di:]}
         self.means_ = {"image": mean_i, "text": mean_t}
         self.eigenvalues_ = evals
         self.ridge_ = ridge
+        self.reg_ = float(reg)
+        self.reg_scores_ = scores
         self.objective_ = float(evals.sum())
         self.n_iter_ = 1
 
@@ -153,11 +170,22 @@ class CVH(LinearHashMixin, BaseHasher):
             **self._linear_state(),
             "eigenvalues": self.eigenvalues_,
             "ridge": self.ridge_,
+            "reg_scores": self.reg_scores_,
         }
+
+    def _extra_state_spec(self):
+        return {"eigenvalues": (None,), "ridge": (None,)}
 
     def _set_state(self, state):
         self._set_linear_state(state)
         self.eigenvalues_ = np.asarray(state["eigenvalues"])
         self.ridge_ = np.asarray(state["ridge"])
+        self.reg_scores_ = np.asarray(state.get("reg_scores", np.empty(0)))
         self.objective_ = float(self.eigenvalues_.sum())
         self.n_iter_ = 1
+
+    def _extra_meta(self):
+        return {"reg": self.reg_}
+
+    def _set_extra_meta(self, meta):
+        self.reg_ = float(meta.get("reg", np.nan))

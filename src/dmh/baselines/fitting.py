@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from ..errors import DataError
+
 __all__ = ["LinearHashMixin", "centre", "l2_normalize_rows", "paired_views", "warn_not_converged"]
 
 
@@ -30,7 +32,7 @@ def paired_views(data, method: str, min_paired: int, why: str) -> tuple[np.ndarr
     paired = data.paired_mask
     n = int(paired.sum())
     if n < min_paired:
-        raise ValueError(
+        raise DataError(
             f"{method} trains on paired objects only and needs at least {min_paired} of them "
             f"({why}); the training data hold {n}"
         )
@@ -52,6 +54,13 @@ class LinearHashMixin:
 
     def _project(self, X, modality):
         return (X - self.means_[modality]) @ self.projections_[modality]
+
+    def _state_spec(self) -> dict:
+        return {"image_projection": ("I", "B"), "text_projection": ("T", "B"), "image_mean": ("I",),
+                "text_mean": ("T",), **self._extra_state_spec()}
+
+    def _extra_state_spec(self) -> dict:
+        return {}
 
     def _linear_state(self) -> dict:
         return {

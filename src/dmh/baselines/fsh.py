@@ -41,9 +41,11 @@ from sklearn.metrics import pairwise_distances
 from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 from .fitting import l2_normalize_rows, paired_views, warn_not_converged
 
-__all__ = ["FSH", "fsh_objective", "fusion_similarity", "knn_uniform"]
+__all__ = ["AUTO_RIDGES", "FSH", "auto_ridge", "effective_dof", "fsh_objective", "fusion_similarity",
+           "knn_uniform"]
 
 
 def knn_uniform(D: np.ndarray, s: int) -> np.ndarray:
@@ -68,10 +70,36 @@ def fusion_similarity(X: list[np.ndarray], anchors: list[np.ndarray], s: int,
 
 
 def fsh_objective(A, eta, r, B, Bbar, X, W, lambda_, ridge) -> float:
+    """The objective above; ``ridge`` is one number or one per modality."""
     c = B.shape[1]
+    ridges = np.broadcast_to(np.asarray(ridge, dtype=np.float64), (2,))
     graph = sum(eta[v] ** r * float((A[v] * (c - B @ Bbar.T)).sum()) for v in range(2))
-    reg = sum(float(np.sum((B - X[v] @ W[v]) ** 2) + ridge * np.sum(W[v] ** 2)) for v in range(2))
+    reg = sum(float(np.sum((B - X[v] @ W[v]) ** 2) + ridges[v] * np.sum(W[v] ** 2)) for v in range(2))
     return float(graph + lambda_ * reg)
+
+
+#: ridges tried by ``ridge="auto"`` (half-decades from the former fixed default 1e-2)
+AUTO_RIDGES = tuple(1e-2 * 10 ** (j / 2) for j in range(11))
+#: ``ridge="auto"``: at most this share of the samples as effective parameters per regression
+AUTO_DOF_SHARE = 0.1
+
+
+def effective_dof(eigenvalues: np.ndarray, ridge: float) -> float:
+    """Effective degrees of freedom ``sum_j s_j / (s_j + ridge)`` of a ridge regression whose
+    Gram matrix ``X'X`` has the eigenvalues ``s_j`` (the trace of its hat matrix)."""
+    s = np.maximum(np.asarray(eigenvalues, dtype=np.float64), 0.0)
+    return float((s / (s + ridge)).sum())
+
+
+def auto_ridge(X: np.ndarray, share: float = AUTO_DOF_SHARE, grid=AUTO_RIDGES) -> float:
+    """The smallest ridge of ``grid`` whose regression on ``X`` (n x d) has at most ``share * n``
+    effective degrees of freedom (the largest of ``grid`` when none has)."""
+    s = np.linalg.eigvalsh(X.T @ X) if X.shape[1] <= X.shape[0] else np.linalg.eigvalsh(X @ X.T)
+    limit = share * X.shape[0]
+    for ridge in grid:
+        if effective_dof(s, ridge) <= limit:
+            return float(ridge)
+    return float(grid[-1])
 
 
 def _sign(V):
@@ -93,8 +121,13 @@ class FSH(BaseHasher):
         Weight of the hash-function (regression) term against the graph term (authors' demo: 300).
     r : float [2]
         Exponent of the modality weights ``eta_v^r`` (> 1); 2 corresponds to the demo's 0.5.
-    ridge : float [1e-2]
-        Ridge of the per-modality regressions (ours: keeps rank-deficient features solvable).
+    ridge : "auto" or float ["auto"]
+        Ridge of the per-modality regressions (not in the re-implementation's description; ours).
+        ``"auto"``: per modality, the smallest of :data:`AUTO_RIDGES` (1e-2 .. 1e3) leaving the
+        regression at most ``n / 10`` effective degrees of freedom, so the hash functions cannot
+        interpolate the codes when the features have nearly as many dimensions as there are pairs
+        (on Wikipedia and UCI digits this keeps the former fixed default 1e-2; see
+        ``docs/baselines_lssh_stmh_fsh.md``). A number fixes it for both modalities.
     sigma : float or None [None]
         Kernel width between anchors; None takes each modality's mean anchor-anchor distance.
     max_iter : int [100]
@@ -107,6 +140,7 @@ class FSH(BaseHasher):
     Attributes
     ----------
     image_mean_, text_mean_ : training means (after unit-norm scaling).
+    ridges_ : (2,) the ridges used (image, text).
     image_weights_, text_weights_ : (d, n_bits) hash projections ``W^v``.
     anchor_codes_ : (l, n_bits) ``Bbar``. eta_ : (2,) modality weights (image, text).
     objective_ : objective after initialisation and after every iteration. n_iter_ : iterations.
@@ -117,7 +151,7 @@ class FSH(BaseHasher):
     min_paired = 2
 
     def __init__(self, n_bits=32, *, n_anchors=50, n_neighbors=10, lambda_=300.0, r=2.0,
-                 ridge=1e-2, sigma=None, max_iter=100, tol=1e-6, random_state=None):
+                 ridge="auto", sigma=None, max_iter=100, tol=1e-6, random_state=None):
         self.n_bits = n_bits
         self.n_anchors = n_anchors
         self.n_neighbors = n_neighbors
@@ -133,10 +167,13 @@ class FSH(BaseHasher):
         l_ = check_int(self.n_anchors, "n_anchors", minimum=2)
         s = check_int(self.n_neighbors, "n_neighbors")
         if s > l_:
-            raise ValueError(f"n_neighbors ({s}) must not exceed n_anchors ({l_})")
+            raise ParameterError(f"n_neighbors ({s}) must not exceed n_anchors ({l_})")
         check_real(self.lambda_, "lambda_", low=0.0, low_inclusive=False)
         check_real(self.r, "r", low=1.0, low_inclusive=False)
-        check_real(self.ridge, "ridge", low=0.0, low_inclusive=False)
+        if not (isinstance(self.ridge, str) and self.ridge == "auto"):
+            if isinstance(self.ridge, str):
+                raise ParameterError(f"ridge must be 'auto' or a positive number, got {self.ridge!r}")
+            check_real(self.ridge, "ridge", low=0.0, low_inclusive=False)
         check_real(self.tol, "tol")
         check_int(self.max_iter, "max_iter")
         if self.sigma is not None:
@@ -169,12 +206,17 @@ class FSH(BaseHasher):
             sigmas = [float(self.sigma)] * 2
         A = fusion_similarity(X, anchors, s, sigmas)
 
-        lam, r, ridge = float(self.lambda_), float(self.r), float(self.ridge)
+        lam, r = float(self.lambda_), float(self.r)
+        if self.ridge == "auto":
+            ridges = [auto_ridge(Xv) for Xv in X]
+        else:
+            ridges = [float(self.ridge)] * 2
         # ridge regression operators (X'X + ridge I)^-1 X', computed once
-        P = [solve(Xv.T @ Xv + ridge * np.eye(Xv.shape[1]), Xv.T, assume_a="pos") for Xv in X]
+        P = [solve(Xv.T @ Xv + rv * np.eye(Xv.shape[1]), Xv.T, assume_a="pos")
+             for Xv, rv in zip(X, ridges, strict=True)]
 
         def objective(L, eta, B, XW, W):
-            reg = sum(float(np.sum((B - XW[v]) ** 2) + ridge * np.sum(W[v] ** 2)) for v in range(2))
+            reg = sum(float(np.sum((B - XW[v]) ** 2) + ridges[v] * np.sum(W[v] ** 2)) for v in range(2))
             return float(eta[0] ** r * L[0] + eta[1] ** r * L[1] + lam * reg)
 
         def graph_terms(B, Bbar):
@@ -209,6 +251,7 @@ class FSH(BaseHasher):
         self.anchor_codes_ = Bbar.astype(np.int8)
         self.eta_ = eta
         self.sigmas_ = np.asarray(sigmas)
+        self.ridges_ = np.asarray(ridges)
 
     # ------------------------------------------------------------------ encoding
     def _project(self, X: np.ndarray, modality: str) -> np.ndarray:
@@ -217,7 +260,7 @@ class FSH(BaseHasher):
         return (l2_normalize_rows(X) - self.text_mean_) @ self.text_weights_
 
     # ------------------------------------------------------------------ persistence
-    _STATE = ("image_mean_", "text_mean_", "image_weights_", "text_weights_", "eta_", "sigmas_")
+    _STATE = ("image_mean_", "text_mean_", "image_weights_", "text_weights_", "eta_", "sigmas_", "ridges_")
 
     def _get_state(self):
         state = {name.rstrip("_"): getattr(self, name) for name in self._STATE}
@@ -225,9 +268,18 @@ class FSH(BaseHasher):
         state["objective"] = np.asarray(self.objective_, dtype=np.float64)
         return state
 
+    def _state_spec(self):
+        return {"image_mean": ("I",), "text_mean": ("T",), "image_weights": ("I", "B"),
+                "text_weights": ("T", "B"), "eta": (2,), "sigmas": (2,), "anchor_codes": (None, "B"),
+                "objective": (None,)}
+
     def _set_state(self, state):
         for name in self._STATE:
-            setattr(self, name, np.asarray(state[name.rstrip("_")], dtype=np.float64))
+            key = name.rstrip("_")
+            if key == "ridges" and key not in state:  # saved before the ridges were recorded
+                self.ridges_ = np.full(2, np.nan)
+                continue
+            setattr(self, name, np.asarray(state[key], dtype=np.float64))
         self.anchor_codes_ = np.asarray(state["anchor_codes"], dtype=np.int8)
         self.objective_ = [float(v) for v in state["objective"]]
 

@@ -42,6 +42,7 @@ from scipy import linalg
 from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import DataError
 from .fitting import LinearHashMixin, centre
 from .spectral import fix_column_signs, knn_heat_affinity, laplacian
 
@@ -196,7 +197,7 @@ class IMH(LinearHashMixin, BaseHasher):
         idx_i = np.flatnonzero(data.image_mask)
         idx_t = np.flatnonzero(data.text_mask)
         if idx_i.size <= k:
-            raise ValueError(
+            raise DataError(
                 f"{name} needs more observed images than bits: {k} orthonormal balanced codes need "
                 f"at least {k + 1} images, the training data hold {idx_i.size}"
             )
@@ -220,6 +221,9 @@ class IMH(LinearHashMixin, BaseHasher):
             **self._linear_state(),
             "eigenvalues": self.eigenvalues_,
         }
+
+    def _extra_state_spec(self):
+        return {"eigenvalues": (None,)}
 
     def _set_state(self, state):
         self._set_linear_state(state)

@@ -31,6 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_features, check_int, check_random_state, check_real
 from ..base import BaseHasher, sign_codes
 from ..data import CrossModalData
+from ..errors import DataError
 from .fitting import l2_normalize_rows, paired_views, warn_not_converged
 from .sparse_coding import lasso_fista, project_rows_to_ball, update_dictionary_rows
 
@@ -205,7 +206,7 @@ class LSSH(BaseHasher):
         image = self._check_X(image, "image")
         text = self._check_X(text, "text")
         if image.shape[0] != text.shape[0]:
-            raise ValueError(f"image has {image.shape[0]} rows, text {text.shape[0]}: they must be pairs")
+            raise DataError(f"image has {image.shape[0]} rows, text {text.shape[0]}: they must be pairs")
         Zi = l2_normalize_rows((image - self.image_mean_) @ self.image_components_)
         S = lasso_fista(Zi, self.dictionary_, float(self.lambda_), max_iter=self.lasso_max_iter,
                         tol=self.lasso_tol)
@@ -231,6 +232,11 @@ class LSSH(BaseHasher):
         state = {name.rstrip("_"): getattr(self, name) for name in self._STATE}
         state["objective"] = np.asarray(self.objective_, dtype=np.float64)
         return state
+
+    def _state_spec(self):
+        return {"image_mean": ("I",), "text_mean": ("T",), "image_components": ("I", "P"),
+                "dictionary": ("K", "P"), "text_basis": ("B", "T"), "latent_map": ("K", "B"),
+                "objective": (None,)}
 
     def _set_state(self, state):
         for name in self._STATE:

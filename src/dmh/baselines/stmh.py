@@ -33,6 +33,7 @@ from scipy.linalg import eigh, solve
 from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError
 from .fitting import paired_views, warn_not_converged
 
 __all__ = ["STMH", "stmh_objective", "top_m_indicator", "top_m_margin"]
@@ -141,7 +142,7 @@ class STMH(BaseHasher):
         else:
             m = check_int(self.n_active, "n_active")
             if m > c:
-                raise ValueError(f"n_active must be at most n_bits ({c}), got {m}")
+                raise ParameterError(f"n_active must be at most n_bits ({c}), got {m}")
         return m
 
     # ------------------------------------------------------------------ fitting
@@ -241,6 +242,10 @@ class STMH(BaseHasher):
             "objective": np.asarray(self.objective_, dtype=np.float64),
         }
 
+    def _state_spec(self):
+        return {"image_basis": ("R", "I"), "topic_centres": ("B", "T"), "topic_map": ("R", "B"),
+                "objective": (None,)}
+
     def _set_state(self, state):
         self.image_basis_ = np.asarray(state["image_basis"], dtype=np.float64)
         self.topic_centres_ = np.asarray(state["topic_centres"], dtype=np.float64)
@@ -252,4 +257,6 @@ class STMH(BaseHasher):
 
     def _set_extra_meta(self, meta):
         self.n_iter_ = int(meta.get("n_iter", 0))
-        self.n_active_ = int(meta["n_active"])
+        self.n_active_ = check_int(meta["n_active"], "n_active")
+        if self.n_active_ > self.n_bits_:
+            raise ParameterError(f"n_active must be at most n_bits ({self.n_bits_}), got {self.n_active_}")

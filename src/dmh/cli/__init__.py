@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from ._options import USER_ERRORS
+from ..errors import DmhError, os_error_message
 from .collection import add, build, search, serve
 from .data import datasets, featurize, info
 from .evaluate import demo, evaluate
@@ -26,8 +26,21 @@ from .tune import tune
 __all__ = ["cli", "main"]
 
 
+def _set_threads(ctx, param, value):
+    if value is not None:
+        if value < 1:
+            raise click.BadParameter(f"must be a positive integer, got {value}")
+        from .._threads import set_threads
+
+        set_threads(value)
+    return value
+
+
 @click.group(help=__doc__.split("\n\n")[0])
 @click.version_option(package_name="dmh")
+@click.option("--threads", type=int, default=None, expose_value=False, callback=_set_threads,
+              help="threads for torch, BLAS/OpenMP and faiss (default: $DMH_THREADS, else $OMP_NUM_THREADS, "
+                   "else the physical cores available)")
 def cli():
     pass
 
@@ -38,18 +51,43 @@ for _command in (demo, evaluate, fit, info, encode, index, search, featurize, da
 
 
 def main(argv=None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 2 bad input or usage, 1 unexpected failure)."""
+    """Run the CLI; returns the exit code (0 ok, 2 bad input or usage, 1 unexpected failure).
+
+    Bad input is one line ``Error: ...`` on standard error and exit code 2: usage errors, every
+    :class:`dmh.errors.DmhError` (raised where the problem is known, naming the file or argument),
+    the OS errors about the user's files (permission denied, a directory where a file is expected, a
+    read-only or full disk; :func:`dmh.errors.os_error_message`) and running out of memory. Nothing
+    else is caught: any other exception is a bug of dmh and keeps its traceback.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         rv = cli.main(args=args, prog_name="dmh", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
-    except click.exceptions.Abort:
+    except click.exceptions.Abort:  # Ctrl-C
         click.echo("Aborted.", err=True)
         return 1
+    except BrokenPipeError:  # the reader of our output went away (dmh search ... | head): nothing to report
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
     except click.ClickException as exc:
-        exc.show()
-        return 2
-    except USER_ERRORS as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        click.echo(f"Error: {msg}", err=True)
-        return 2
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `dmh` alone: the help, as it is
+            exc.show()
+            return exc.exit_code
+        return _fail(exc.format_message())
+    except DmhError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        message = os_error_message(exc)
+        if message is None:
+            raise
+        return _fail(message)
+    except MemoryError as exc:
+        return _fail(f"out of memory ({exc or 'an allocation failed'}); use smaller sizes or fewer objects")
+
+
+def _fail(message: str) -> int:
+    """One line on standard error, exit code 2."""
+    click.echo("Error: " + " ".join(str(message).split()), err=True)
+    return 2

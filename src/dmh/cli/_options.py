@@ -1,5 +1,6 @@
-"""Option parsing shared by the commands: comma-separated lists and ``--param`` hyperparameters,
-and the library errors that are the user's input (reported in one line, exit code 2)."""
+"""Option parsing shared by the commands: comma-separated lists (repeats refused: a seed counted
+twice would enter a mean twice) and ``--param`` hyperparameters. Errors are reported by
+:func:`dmh.cli.main` in one line (exit code 2)."""
 
 from __future__ import annotations
 
@@ -7,27 +8,54 @@ import ast
 
 import click
 
-__all__ = ["USER_ERRORS", "check_params", "float_list", "int_list", "parse_params"]
-
-USER_ERRORS = (ValueError, KeyError, TypeError, FileNotFoundError)
+__all__ = ["check_params", "float_list", "int_list", "name_list", "parse_params", "paired_ratio_list", "seed_list"]
 
 
 def _number_list(text: str, what: str, kind, kind_name: str) -> list:
+    from .._validation import check_unique
+
     try:
         out = [kind(t) for t in text.split(",") if t.strip()]
     except ValueError:
         raise click.BadParameter(f"{what} must be comma-separated {kind_name}, got {text!r}") from None
     if not out:
         raise click.BadParameter(f"{what} is empty")
-    return out
+    return check_unique(out, what)
 
 
 def int_list(text: str, what: str) -> list[int]:
+    """Comma-separated integers, each once."""
     return _number_list(text, what, int, "integers")
 
 
 def float_list(text: str, what: str) -> list[float]:
+    """Comma-separated numbers, each once."""
     return _number_list(text, what, float, "numbers")
+
+
+def paired_ratio_list(text: str, what: str = "--paired-ratio") -> list[float]:
+    """Comma-separated paired ratios, each once and in (0, 1] (one check for fit, evaluate and
+    reproduce: :func:`dmh._validation.check_paired_ratio`)."""
+    from .._validation import check_paired_ratio
+
+    return [check_paired_ratio(r, what) for r in float_list(text, what)]
+
+
+def seed_list(text: str, what: str = "--seeds") -> list[int]:
+    """Comma-separated seeds, each once and non-negative."""
+    from .._validation import check_seed
+
+    return [check_seed(s, what) for s in int_list(text, what)]
+
+
+def name_list(text: str, what: str) -> list[str]:
+    """Comma-separated names (lower-cased), each once."""
+    from .._validation import check_unique
+
+    out = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if not out:
+        raise click.BadParameter(f"{what} is empty")
+    return check_unique(out, what)
 
 
 def parse_params(items, methods) -> dict[str, dict]:
@@ -52,12 +80,19 @@ def parse_params(items, methods) -> dict[str, dict]:
     return out
 
 
+#: parameters the commands set from their own options (a --param for them would be ignored or clash)
+_OWN_OPTIONS = {"n_bits": "--bits", "random_state": "--seed/--seeds"}
+
+
 def check_params(methods, params):
-    """Every ``--param`` names a hyperparameter of its method (before any work)."""
+    """Every ``--param`` names a hyperparameter of its method (before any work), and none of those
+    the command sets itself (``n_bits``, ``random_state``: their options say which)."""
+    from ..errors import ParameterError
     from ..evaluation import full_params
 
     for m in methods:
-        try:
-            full_params(m, {k: v for k, v in params.get(m, {}).items() if k not in ("n_bits", "random_state")})
-        except ValueError as exc:
-            raise click.BadParameter(str(exc)) from None
+        given = params.get(m, {})
+        for key, option in _OWN_OPTIONS.items():
+            if key in given:
+                raise ParameterError(f"--param {key} is set by the command itself; use {option}")
+        full_params(m, given)

@@ -4,7 +4,8 @@ collection folder (a file argument keeps the index search of :mod:`dmh.cli.searc
 ::
 
     dmh build PHOTOS CAPTIONS.csv -o COLLECTION [--bits 64 --method dmh --image-model ...]
-    dmh add COLLECTION [MORE_PHOTOS] [--captions MORE.csv]
+               [--store local|milvus[:URI]] [--ray [ADDRESS]]
+    dmh add COLLECTION [MORE_PHOTOS] [--captions MORE.csv] [--ray [ADDRESS]]
     dmh search COLLECTION (--text "two dogs" | --image query.jpg | --like ID) [--k 10]
                [--target images|texts] [--format table|json|csv]
     dmh serve COLLECTION [--host 127.0.0.1 --port 8000]
@@ -21,6 +22,8 @@ import warnings
 from pathlib import Path
 
 import click
+
+from .search import ray_options
 
 __all__ = ["add", "build", "search", "serve"]
 
@@ -62,6 +65,17 @@ def _params(items) -> dict:
     return out
 
 
+def _ray(address, batch_size, cpus, gpus, concurrency):
+    """RayOptions from the --ray options (None without --ray); a missing ray is named here."""
+    if address is None:
+        return None
+    from ..distributed import require_ray
+    from .search import _ray_options
+
+    require_ray()
+    return _ray_options(address, batch_size, cpus, gpus, concurrency)
+
+
 def _log(msg: str) -> None:
     click.echo(msg, err=True)
 
@@ -85,8 +99,13 @@ def _log(msg: str) -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--restart", is_flag=True, help="Rebuild from scratch instead of resuming.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option("--store", default="local", show_default=True, metavar="local|milvus[:URI]",
+              help="Where the codes are searched: local index files, or Milvus (pip install 'dmh[milvus]'): "
+              "milvus alone = the milvus-lite file codes.db in the collection, milvus:http://host:19530 a server.")
+@ray_options(batch_default=16)
 def build(photos, captions, output, bits, method, params, image_model, text_features, vocabulary_size,
-          fit_max, seed, batch_size, restart, progress):
+          fit_max, seed, batch_size, restart, progress, store, ray_address, ray_batch_size, ray_cpus, ray_gpus,
+          ray_concurrency):
     """Build a searchable collection from a folder of PHOTOS and a CAPTIONS file.
 
     CAPTIONS is a CSV with the header ``image,caption``: ``image`` names a file of PHOTOS (empty for
@@ -102,6 +121,7 @@ def build(photos, captions, output, bits, method, params, image_model, text_feat
             photos, captions, output, method=method, n_bits=bits, params=_params(params),
             image_model=image_model, text_features=text_features, vocabulary_size=vocabulary_size,
             fit_max=fit_max, seed=seed, batch_size=batch_size, restart=restart, progress=progress, log=_log,
+            store=store, ray=_ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency),
         )
 
 
@@ -113,7 +133,9 @@ def build(photos, captions, output, bits, method, params, image_model, text_feat
               help="Captions file of the new items (also accepted as the last argument).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--progress/--no-progress", default=True, show_default=True)
-def add(collection, photos, captions, captions_opt, batch_size, progress):
+@ray_options(batch_default=16)
+def add(collection, photos, captions, captions_opt, batch_size, progress, ray_address, ray_batch_size, ray_cpus,
+        ray_gpus, ray_concurrency):
     """Add new PHOTOS (a folder) and/or CAPTIONS to a built COLLECTION; only they are encoded."""
     from ..collection import add_to_collection
 
@@ -123,7 +145,8 @@ def add(collection, photos, captions, captions_opt, batch_size, progress):
     if photos is None and captions is None:
         raise click.UsageError("give a folder of new photos, a captions file, or both")
     with _user_errors():
-        add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log)
+        add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log,
+                          ray=_ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency))
 
 
 # ------------------------------------------------------------------------------------- search
@@ -186,6 +209,8 @@ def _make_search():
     def callback(index_path, text, image, like, target, fmt, **kw):
         from ..collection import is_collection
 
+        if not index_path.startswith("milvus:") and not Path(index_path).exists():
+            raise click.UsageError(f"{index_path} does not exist (a collection folder, an index file or milvus:URI)")
         if Path(index_path).is_dir():
             if not is_collection(index_path):
                 raise click.UsageError(
@@ -197,7 +222,7 @@ def _make_search():
                 raise click.UsageError(f"{', '.join(extra)} apply to an index file, not to a collection")
             return _search_collection(index_path, text, image, like, kw["k"], target, fmt, kw["out"])
         if any(v is not None for v in (text, image, like)):
-            raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is a file")
+            raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is not one")
         if fmt == "table":
             raise click.UsageError("--format table applies to a collection; use json or csv with an index")
         if not kw.get("rows"):
@@ -205,7 +230,7 @@ def _make_search():
         return index_search.callback(index_path=index_path, fmt=fmt or "json", **kw)
 
     params = [
-        click.Argument(["index_path"], metavar="COLLECTION|INDEX", type=click.Path(exists=True)),
+        click.Argument(["index_path"], metavar="COLLECTION|INDEX"),
         click.Option(["--text"], help="Collection: find what matches this text."),
         click.Option(["--image"], type=click.Path(dir_okay=False), help="Collection: find what looks like this image."),
         click.Option(["--like"], type=int, help="Collection: more like the item with this id."),
@@ -216,7 +241,8 @@ def _make_search():
     ] + [p for name, p in old.items() if name not in ("index_path", "fmt")]
     return click.Command(
         "search", callback=callback, params=params,
-        help="Search a COLLECTION by --text, --image or --like ID; or an INDEX file with query codes "
+        help="Search a COLLECTION by --text, --image or --like ID; or an INDEX (a file, or milvus:URI with "
+             "--collection for codes kept in Milvus) with query codes "
              "(--codes) or objects encoded on the fly (--model/--data/--modality), with --k or --radius.",
     )
 

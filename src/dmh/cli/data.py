@@ -104,6 +104,9 @@ def featurize(
         raise click.BadParameter(
             f"must end in .npz or .mat, got {output.name!r}", param_hint="--output"
         )
+    from .._atomic import check_writable
+
+    check_writable(output, "--output")  # before featurizing (minutes for a folder of images)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         try:

@@ -9,29 +9,53 @@ from pathlib import Path
 
 import click
 
-from ._options import check_params, float_list, int_list, parse_params
+from ..errors import OutputError
+from ._options import check_params, int_list, name_list, paired_ratio_list, parse_params, seed_list
 
 __all__ = ["demo", "evaluate"]
 
 
+#: rounds of the demo's fits (the library default is 3): two keep the alternation (CLE -> GBE -> DAM,
+#: then CLE on the networks' features)
+DEMO_ROUNDS = 2
+#: DAM epochs per round in the demo (the library default is 10); with DEMO_ROUNDS, the demo's two
+#: fits at 16 bits take under a minute of one core's time
+DEMO_DAM_EPOCHS = 5
+
+
 @click.command()
-@click.option("--bits", default="16,32", show_default=True, help="comma-separated code lengths")
+@click.option("--bits", default="16", show_default=True, help="comma-separated code lengths")
+@click.option("--rounds", default=DEMO_ROUNDS, show_default=True, type=click.IntRange(min=1),
+              help="DMH rounds (CLE -> GBE -> DAM); DMH's default is 3")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="also write results JSON here")
-def demo(bits, seed, out):
-    """DMH on the built-in UCI digits at 100% and 50% pairing; prints a MAP table."""
+def demo(bits, rounds, seed, out):
+    """DMH on the built-in UCI digits at 100% and 50% pairing; prints a MAP table. Reduced to be
+    quick (2 rounds of 5 DAM epochs, 16 bits); the time it took is printed at the end."""
+    import time
+
+    from .._atomic import check_writable
+    from .._validation import check_n_bits, check_seed
     from ..datasets import BUILTIN, load_builtin
     from ..evaluation import label_prior_map, run_evaluation
     from ..report import markdown_table, write_results
 
+    t0 = time.perf_counter()
+    bit_list = [check_n_bits(b) for b in int_list(bits, "--bits")]
+    check_seed(seed, "--seed")
+    if out:
+        check_writable(out, "--out")
     data = load_builtin("uci-digits")
     click.echo(f"Data: {BUILTIN['uci-digits']}")
     click.echo(data.summary())
-    click.echo("Fitting DMH (CLE -> GBE -> DAM, 3 rounds) at 100% and 50% pairing; "
-               "this takes a few minutes on 2 cores.")
+    n_fits = 2 * len(bit_list)
+    params = {"n_rounds": rounds, "dam_epochs": DEMO_DAM_EPOCHS}
+    click.echo(f"Fitting DMH (CLE -> GBE -> DAM) at {', '.join(map(str, bit_list))} bits, 100% and 50% pairing: "
+               f"{n_fits} fits, reduced to be quick: {rounds} round{'s' if rounds > 1 else ''} of "
+               f"{DEMO_DAM_EPOCHS} DAM epochs (DMH's defaults: 3 rounds of 10 epochs).")
     records = run_evaluation(
-        data, methods=["dmh"], bits=int_list(bits, "--bits"), paired_ratios=[1.0, 0.5], seeds=[seed], progress=True,
-        source="uci-digits",
+        data, methods=["dmh"], bits=bit_list, paired_ratios=[1.0, 0.5], seeds=[seed],
+        method_params={"dmh": params}, progress=True, source="uci-digits",
     )
     click.echo("")
     click.echo("MAP over the whole database (Hamming ranking), image->text (I→T) and text->image (T→I):")
@@ -39,9 +63,11 @@ def demo(bits, seed, out):
     prior = label_prior_map(data)
     click.echo(f"Label-prior baseline (random ranking): MAP ~ {prior:.3f}")
     if out:
-        config = {"methods": ["dmh"], "bits": bits, "paired_ratios": [1.0, 0.5], "seeds": [seed]}
+        config = {"methods": ["dmh"], "bits": bit_list, "paired_ratios": [1.0, 0.5], "seeds": [seed],
+                  "method_params": {"dmh": params}}
         write_results(out, records, dataset=data.summary(), config=config, label_prior_map=prior)
         click.echo(f"Wrote {out}")
+    click.echo(f"Done in {time.perf_counter() - t0:.0f} s.")
 
 
 @click.command()
@@ -55,43 +81,58 @@ def demo(bits, seed, out):
 @click.option("--resume/--no-resume", default=False,
               help="reuse the cells of --out whose cell key (data, split, method, full parameters, bits, "
               "paired ratio, seed) is this run's")
+@click.option("--overwrite", is_flag=True, help="replace an existing --out (without it, an existing file is refused "
+              "unless --resume)")
 @click.option("--plots", is_flag=True, help="also write TopN-precision and PR-curve figures (PNG) beside --out")
-def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, plots):
-    """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image."""
-    from .._validation import check_n_bits
-    from ..datasets import load_dataset
-    from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
-    from ..registry import get_method_class
-    from ..report import markdown_table, write_results
+def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overwrite, plots):
+    """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image.
 
-    methods = [m.strip().lower() for m in method.split(",") if m.strip()]
+    An existing --out is refused unless --resume (continue it: its cells with this run's cell key
+    are reused) or --overwrite (replace it). While the run lasts, a lock file beside --out makes a
+    second run writing the same file fail at once instead of overwriting this one's rows.
+    """
+    from .._atomic import check_writable, exclusive_lock
+    from .._validation import check_n_bits
+    from ..registry import get_method_class
+
+    methods = name_list(method, "--method")
     for m in methods:
         get_method_class(m)
-    bit_list = int_list(bits, "--bits")
-    for b in bit_list:
-        check_n_bits(b)
-    ratios = float_list(paired_ratio, "--paired-ratio")
-    seed_list = int_list(seeds, "--seeds")
+    bit_list = [check_n_bits(b) for b in int_list(bits, "--bits")]
+    ratios = paired_ratio_list(paired_ratio, "--paired-ratio")
+    seeds = seed_list(seeds, "--seeds")
     mparams = parse_params(params, methods)
     check_params(methods, mparams)
+    if resume and overwrite:
+        raise click.UsageError("give at most one of --resume and --overwrite")
+    out = Path(out)
+    check_writable(out, "--out")
+    with exclusive_lock(out):
+        if out.exists() and not (resume or overwrite):
+            raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
+        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots)
+
+
+def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots):
+    from ..datasets import load_dataset
+    from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
+    from ..report import markdown_table, write_results
+
+    old = _read_results(out) if resume and out.exists() else None
     dataset = load_dataset(data)
     dataset.require_labels()
     click.echo(dataset.summary())
     name = dataset.name or "data"
-    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seed_list, mparams, dataset=name)
+    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seeds, mparams, dataset=name)
     reused: dict[str, list[dict]] = {}
-    if resume and Path(out).exists():
-        try:
-            old = json.loads(Path(out).read_text())["results"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"--resume {out}: not a results file of dmh evaluate ({exc})") from None
+    if old is not None:
         reused, lines = reusable_cells(cells, old, where=str(out))
         for line in lines:
             click.echo(line)
     records = [rec for c in cells if c["key"] in reused for rec in reused[c["key"]]]
     todo = [c for c in cells if c["key"] not in reused]
     config = {"data": str(data), "methods": methods, "bits": bit_list, "paired_ratios": ratios,
-              "seeds": seed_list, "params": mparams}
+              "seeds": seeds, "params": mparams}
     prior = label_prior_map(dataset)
 
     def save_partial(entry):
@@ -104,3 +145,23 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, plots
     click.echo("MAP over the whole database (Hamming ranking):")
     click.echo(markdown_table(records, "map", digits=3))
     click.echo("Wrote " + ", ".join(str(p) for p in written.values()))
+
+
+def _read_results(path: Path) -> list[dict]:
+    """The records of a results file of ``dmh evaluate`` (for --resume), checked before any is reused."""
+    from ..errors import DmhError, ResultsFileError
+    from ..records import check_records
+
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsFileError(path, f"is not valid JSON ({exc}) (--resume)") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
+        raise ResultsFileError(path, "is not a results file of dmh evaluate: expected an object with a 'results' "
+                                     "list (--resume)")
+    if not payload["results"]:
+        return []
+    try:
+        return check_records(payload["results"])
+    except DmhError as exc:
+        raise ResultsFileError(path, f"holds damaged records ({exc}) (--resume)") from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from ._options import float_list, int_list
+from ._options import float_list, int_list, seed_list
 
 __all__ = ["reproduce"]
 
@@ -80,7 +80,7 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, qui
     if out_dir is None:
         out_dir = Path("results") / (config["name"] + ("-quick" if quick else ""))
     ds = None if datasets is None else [d.strip() for d in datasets.split(",") if d.strip()]
-    seed_list = None if seeds is None else int_list(seeds, "--seeds")
+    seeds_ = None if seeds is None else seed_list(seeds, "--seeds")
     bit_list = None if bits is None else int_list(bits, "--bits")
     ratio_list = None if ratios is None else float_list(ratios, "--ratios")
     result = run_experiment(
@@ -88,7 +88,7 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, qui
         out_dir=out_dir,
         data_dir=data_dir,
         datasets=ds,
-        seeds=seed_list,
+        seeds=seeds_,
         quick=quick,
         bits=bit_list,
         paired_ratios=ratio_list,

@@ -20,20 +20,28 @@ __all__ = ["fit"]
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="model file (.npz)")
 def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
     """Fit one model on DATA's training set (made semi-paired when --paired-ratio < 1) and save it."""
+    from .._atomic import check_writable
+    from .._validation import check_n_bits, check_paired_ratio, check_seed
     from ..data import make_semi_paired
     from ..datasets import load_dataset
     from ..registry import get_method_class
 
     klass = get_method_class(method)
+    check_n_bits(bits)
+    paired_ratio = check_paired_ratio(paired_ratio, "--paired-ratio")
+    check_seed(seed, "--seed")
     mparams = parse_params(params, [method])[method]
     check_params([method], {method: mparams})
+    check_writable(out, "--out")  # before any work: a typo in the folder must not cost a fit
     dataset = load_dataset(data)
     train = dataset if all_rows else dataset.train()
     if paired_ratio < 1.0:
         train = make_semi_paired(train, paired_ratio, random_state=seed)
     click.echo(train.summary())
-    model = klass(n_bits=bits, random_state=seed, verbose=True, **mparams) if "verbose" in klass().get_params() \
-        else klass(n_bits=bits, random_state=seed, **mparams)
+    kwargs = dict(mparams)
+    if "verbose" in klass().get_params():
+        kwargs.setdefault("verbose", True)
+    model = klass(n_bits=bits, random_state=seed, **kwargs)
     model.fit(train)
     from pathlib import Path
 

@@ -3,12 +3,19 @@
 ::
 
     dmh encode MODEL DATA --modality image|text [--rows all|query|database|train] --out codes.npz
+               [--ray [ADDRESS] [--ray-batch-size B --ray-cpus C --ray-gpus G --ray-concurrency A]]
     dmh index CODES --out index.dmhidx [--backend auto|numpy|faiss]
+    dmh index CODES --store milvus[:URI] [--collection NAME] [--milvus-index flat|ivf] [--replace]
     dmh search INDEX (--codes CODES | --model MODEL --data DATA --modality M [--rows query])
                (--k K | --radius R) [--format json|csv] [--out FILE]
 
 A code file is an ``.npz`` with ``codes`` (int8, {-1,+1}, n x n_bits) and ``ids`` (int64: the data
-rows the codes came from). Search results are ordered by (Hamming distance, id); ``--k`` larger than
+rows the codes came from). With ``--ray`` the codes are computed by Ray actors
+(:mod:`dmh.distributed`) and ``--out`` is a folder of Parquet shards, which ``dmh index`` and
+``dmh search --codes`` read like a code file. ``dmh index --store milvus`` puts the codes in Milvus
+(:mod:`dmh.store.milvus`): ``milvus:codes.db`` a milvus-lite file, ``milvus:http://host:19530`` a
+server (``milvus`` alone: the ``--out`` file, which must end in ``.db``); ``dmh search`` then takes
+``milvus:URI`` as its INDEX. Search results are ordered by (Hamming distance, id); ``--k`` larger than
 the index returns only the codes there are (the ``-1`` padding of :meth:`HammingIndex.search` is
 dropped from the output). Every bad input is reported as one line naming the problem.
 """
@@ -26,46 +33,129 @@ import click
 import numpy as np
 
 from .._atomic import atomic_write_text
+from ..errors import DataError, OutputError, ParameterError
 
 __all__ = ["encode", "index", "search"]
 
 _ROWS = ("all", "query", "database", "train")
-_USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, ImportError)
 
 
 @contextlib.contextmanager
-def _user_errors():
-    """Library errors about the user's input -> one-line click errors (no traceback)."""
+def _milvus_errors():
+    """A request Milvus refused -> one line (pymilvus's exceptions are not dmh's family)."""
     try:
         yield
-    except click.ClickException:
+    except Exception as exc:
+        if type(exc).__module__.startswith("pymilvus"):
+            raise DataError(f"Milvus: {getattr(exc, 'message', exc)}") from None
         raise
-    except _USER_ERRORS as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise click.UsageError(str(msg)) from None
 
 
-def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.ndarray, int]:
-    """Encode one modality of some rows of a data file; returns (codes, row ids, rows skipped)."""
-    from ..base import load_model
+def _select_rows(model, data_ref, modality, rows, model_path) -> tuple[np.ndarray, np.ndarray, int]:
+    """The features of one modality of some rows of a data file: (features, row ids, rows skipped)."""
     from ..datasets import load_dataset
 
-    model = load_model(model_path)
     data = load_dataset(data_ref)
     if rows == "all":
         idx = np.arange(data.n_objects)
     else:
         idx = getattr(data, f"{rows}_idx")
         if idx is None:
-            raise ValueError(f"the data {data_ref!r} have no {rows} split; use --rows all")
+            raise DataError(f"the data {data_ref!r} ({data.n_objects} objects) have no {rows} split; use --rows all")
     observed = data.mask(modality)[idx]
     skipped = int((~observed).sum())
     idx = idx[observed]
     if idx.size == 0:
-        raise ValueError(f"none of the selected rows ({rows}) of {data_ref!r} has a {modality}")
+        raise DataError(f"none of the selected rows ({rows}) of {data_ref!r} has a {modality}")
     features = data.image if modality == "image" else data.text
-    codes = model.encode(features[idx], modality=modality)
-    return codes, idx.astype(np.int64), skipped
+    if features.shape[1] != model.n_features_[modality]:
+        raise DataError(
+            f"the {modality} features of {data_ref!r} have {features.shape[1]} columns, but the model "
+            f"{model_path} was fitted on {model.n_features_[modality]}"
+        )
+    return features[idx], idx.astype(np.int64), skipped
+
+
+def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.ndarray, int]:
+    """Encode one modality of some rows of a data file; returns (codes, row ids, rows skipped)."""
+    from ..base import load_model
+
+    model = load_model(model_path)
+    features, idx, skipped = _select_rows(model, data_ref, modality, rows, model_path)
+    return model.encode(features, modality=modality), idx, skipped
+
+
+def _read_codes(path) -> tuple[np.ndarray, np.ndarray, int]:
+    """A code file or a folder of code shards: (codes, ids, n_bits); codes {-1,+1} or packed uint8."""
+    from ..distributed import is_code_shards, read_code_shards
+    from ..index import load_codes
+
+    if Path(path).is_dir():
+        if not is_code_shards(path):
+            raise DataError(f"{path} is a folder but not one of code shards (from dmh encode --ray)")
+        packed, ids, meta, _ = read_code_shards(path)
+        return packed, ids, int(meta["n_bits"])
+    codes, ids = load_codes(path)
+    return codes, ids, codes.shape[1]
+
+
+def _open_store(spec: str, collection: str, *, n_bits=None, index="flat", out=None):
+    """``milvus[:URI]`` -> a MilvusCodeStore (``milvus`` alone: the file ``out``)."""
+    from ..store import parse_store
+    from ..store.milvus import MilvusCodeStore
+
+    parsed = parse_store(spec)
+    uri = parsed.uri
+    if uri is None:
+        if out is None or not str(out).endswith(".db"):
+            raise ParameterError("--store milvus needs a milvus-lite file: give --out FILE.db or --store milvus:URI")
+        uri = out
+    return MilvusCodeStore(uri, collection, n_bits=n_bits, index=index)
+
+
+def _ray_options(address, batch_size, cpus, gpus, concurrency):
+    from ..distributed import RayOptions
+
+    return RayOptions(
+        address=None if address == "local" else address,
+        batch_size=batch_size,
+        num_cpus=cpus,
+        num_gpus=gpus,
+        concurrency=concurrency,
+    )
+
+
+def ray_options(batch_default: int):
+    """The ``--ray [ADDRESS]`` option and its tuning options, for any command that runs on Ray."""
+
+    def decorate(f):
+        for opt in reversed(
+            [
+                click.option(
+                    "--ray",
+                    "ray_address",
+                    is_flag=False,
+                    flag_value="local",
+                    default=None,
+                    metavar="[ADDRESS]",
+                    help="Run the heavy maps on Ray (pip install 'dmh[ray]'): alone, a local Ray runtime on "
+                    "this machine; with an address (auto, ray://head:10001), an existing cluster. "
+                    "Give it last or as --ray=ADDRESS.",
+                ),
+                click.option("--ray-batch-size", type=click.IntRange(min=1), default=batch_default,
+                             show_default=True, help="Rows per batch handed to a Ray actor."),
+                click.option("--ray-cpus", type=click.FloatRange(min=0), default=1.0, show_default=True,
+                             help="CPUs reserved per Ray actor."),
+                click.option("--ray-gpus", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                             help="GPUs reserved per Ray actor (the bundled models still run on the CPU)."),
+                click.option("--ray-concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+                             help="Ray actors per stage."),
+            ]
+        ):
+            f = opt(f)
+        return f
+
+    return decorate
 
 
 @click.command()
@@ -82,19 +172,40 @@ def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.n
     help="Which objects: all of them, or the query / database / training split.",
 )
 @click.option(
-    "--out", type=click.Path(dir_okay=False), required=True, help="Code file to write (.npz)."
+    "--out", type=click.Path(), required=True,
+    help="Code file to write (.npz); with --ray a new folder of Parquet shards.",
 )
-def encode(model, data, modality, rows, out):
+@ray_options(batch_default=4096)
+def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency):
     """Encode the MODALITY of DATA (a data file or built-in dataset name) with a fitted MODEL.
 
     Objects that lack the modality are skipped; the ``ids`` of the code file say which rows were
     encoded.
     """
+    from .._atomic import check_writable
     from ..index import save_codes
 
-    with _user_errors():
-        codes, ids, skipped = _encode_rows(model, data, modality, rows)
-        save_codes(out, codes, ids, modality=modality)
+    if ray_address is not None:
+        from ..base import load_model
+        from ..distributed import encode_to_shards, require_ray
+
+        require_ray()  # before any work: a missing extra is named first
+        options = _ray_options(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
+        features, ids, skipped = _select_rows(load_model(model), data, modality, rows, model)
+        meta = encode_to_shards(model, out, modality=modality, features=features, ids=ids, options=options)
+        note = f" ({skipped} rows without a {modality} skipped)" if skipped else ""
+        where = options.address or "a local Ray runtime"
+        click.echo(
+            f"wrote {meta['n_codes']} {modality} codes of {meta['n_bits']} bits to the shards in {out} "
+            f"(on {where}, {meta['seconds']:.1f} s){note}",
+            err=True,
+        )
+        return
+    if Path(out).is_dir():
+        raise OutputError(out, "is a folder: give a code file (.npz), or use --ray for shards")
+    check_writable(out, "--out")
+    codes, ids, skipped = _encode_rows(model, data, modality, rows)
+    save_codes(out, codes, ids, modality=modality)
     note = f" ({skipped} rows without a {modality} skipped)" if skipped else ""
     click.echo(
         f"wrote {codes.shape[0]} {modality} codes of {codes.shape[1]} bits to {out}{note}", err=True
@@ -102,8 +213,8 @@ def encode(model, data, modality, rows, out):
 
 
 @click.command()
-@click.argument("codes", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", type=click.Path(dir_okay=False), required=True, help="Index file to write.")
+@click.argument("codes", type=click.Path(exists=True))
+@click.option("--out", type=click.Path(dir_okay=False), help="Index file to write (local store).")
 @click.option(
     "--backend",
     type=click.Choice(["auto", "numpy", "faiss"]),
@@ -111,29 +222,62 @@ def encode(model, data, modality, rows, out):
     show_default=True,
     help="Search backend (both give identical results; auto = faiss when installed).",
 )
-def index(codes, out, backend):
-    """Build a Hamming index from a code file (n_bits must be a multiple of 8)."""
-    from ..index import HammingIndex, load_codes
+@click.option(
+    "--store", "store", default="local", show_default=True, metavar="local|milvus[:URI]",
+    help="Where the codes go: a local index file (--out), or Milvus (pip install 'dmh[milvus]'): "
+    "milvus:FILE.db (milvus-lite), milvus:http://host:19530 (a server), milvus alone (the --out .db file).",
+)
+@click.option("--collection", default="dmh_codes", show_default=True, help="Milvus collection name.")
+@click.option(
+    "--milvus-index", type=click.Choice(["flat", "ivf"]), default="flat", show_default=True,
+    help="Milvus index: exact BIN_FLAT, or BIN_IVF_FLAT (approximate; servers only).",
+)
+@click.option("--replace", is_flag=True, help="Milvus: drop an existing collection of that name first.")
+def index(codes, out, backend, store, collection, milvus_index, replace):
+    """Build a Hamming index from a code file or a folder of code shards (n_bits a multiple of 8)."""
+    from .._atomic import check_writable
+    from ..index import HammingIndex
+    from ..store import parse_store
 
-    with _user_errors():
-        arr, ids = load_codes(codes)
-        if arr.shape[0] == 0:
-            raise ValueError(f"{codes} holds no codes: cannot index an empty database")
-        idx = HammingIndex(arr.shape[1], backend=backend).add(arr, ids)
+    kind = parse_store(store).kind
+    if kind == "local":
+        if out is None:
+            raise ParameterError("give --out INDEX_FILE (or --store milvus[:URI])")
+        check_writable(out, "--out")
+    arr, ids, n_bits = _read_codes(codes)
+    if arr.shape[0] == 0:
+        raise DataError(f"{codes} holds no codes: cannot index an empty database")
+    if n_bits % 8:
+        raise DataError(f"{codes} holds {n_bits}-bit codes; an index needs a multiple of 8 bits")
+    if kind == "local":
+        idx = HammingIndex(n_bits, backend=backend).add(arr, ids)
         idx.save(out)
-    click.echo(
-        f"indexed {idx.ntotal} codes of {idx.n_bits} bits ({idx.backend} backend) into {out}",
-        err=True,
-    )
+        where = f"({idx.backend} backend) into {out}"
+    else:
+        with _milvus_errors():
+            idx = _open_store(store, collection, n_bits=n_bits, index=milvus_index, out=out)
+            if len(idx) and not replace:
+                raise DataError(
+                    f"the Milvus collection {collection!r} at {idx.uri} already holds {len(idx)} codes: "
+                    "give --replace to drop it first, or another --collection"
+                )
+            if replace and len(idx):
+                idx.drop()
+                idx.close()
+                idx = _open_store(store, collection, n_bits=n_bits, index=milvus_index, out=out)
+            idx.add(arr, ids)
+            where = f"into the Milvus collection {collection!r} at {idx.uri} ({idx.index} index)"
+            idx.close()
+    click.echo(f"indexed {arr.shape[0]} codes of {n_bits} bits {where}", err=True)
 
 
 @click.command()
-@click.argument("index_path", metavar="INDEX", type=click.Path(exists=True, dir_okay=False))
+@click.argument("index_path", metavar="INDEX")
 @click.option(
     "--codes",
     "codes_path",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Query code file (from dmh encode).",
+    type=click.Path(exists=True),
+    help="Query code file or folder of code shards (from dmh encode).",
 )
 @click.option(
     "--model",
@@ -163,9 +307,17 @@ def index(codes, out, backend):
     default=None,
     help="Override the backend saved with the index.",
 )
-def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend):
-    """Search INDEX with query codes (--codes) or objects encoded on the fly (--model/--data)."""
-    from ..index import HammingIndex, load_codes
+@click.option("--collection", default="dmh_codes", show_default=True, help="Milvus collection (INDEX milvus:URI).")
+def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection):
+    """Search INDEX (an index file, or milvus:URI for codes kept in Milvus) with query codes
+    (--codes) or objects encoded on the fly (--model/--data)."""
+    with _milvus_errors():
+        _search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection)
+
+
+def _search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection):
+    from .._atomic import check_writable
+    from ..index import HammingIndex, unpack_codes
 
     if (k is None) == (radius is None):
         raise click.UsageError("give exactly one of --k and --radius")
@@ -184,32 +336,40 @@ def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, 
             "give the queries: --codes CODES, or --model, --data and --modality "
             f"(missing {', '.join(missing)})"
         )
-    with _user_errors():
+    if out is not None:
+        check_writable(out, "--out")
+    if index_path.startswith("milvus:"):
+        idx = _open_store(index_path, collection)
+    elif not Path(index_path).is_file():
+        raise FileNotFoundError(f"index file {index_path} does not exist (for codes in Milvus give milvus:URI)")
+    else:
         idx = HammingIndex.load(index_path, backend=backend)
-        if radius is not None and not 0 <= radius <= idx.n_bits:
-            raise ValueError(f"--radius must be between 0 and n_bits={idx.n_bits}, got {radius}")
-        if codes_path is not None:
-            queries, qids = load_codes(codes_path)
-        else:
-            queries, qids, _ = _encode_rows(model, data, modality, rows)
-        if queries.shape[0] == 0:
-            raise ValueError("there are no query codes")
-        if queries.shape[1] != idx.n_bits:
-            raise ValueError(
-                f"the query codes have {queries.shape[1]} bits, the index holds "
-                f"{idx.n_bits}-bit codes"
-            )
-        if k is not None:
-            dist, ids = idx.search(queries, k)
-            hits = [(d[i >= 0], i[i >= 0]) for d, i in zip(dist, ids, strict=True)]
-        else:
-            lims, dist, ids = idx.range_search(queries, radius)
-            hits = [(dist[a:b], ids[a:b]) for a, b in zip(lims[:-1], lims[1:], strict=True)]
-        text = _format_hits(qids, hits, fmt, {"index": str(index_path), "k": k, "radius": radius})
-        if out is None:
-            sys.stdout.write(text)
-        else:
-            atomic_write_text(Path(out), text)
+    if radius is not None and not 0 <= radius <= idx.n_bits:
+        raise ParameterError(f"--radius must be between 0 and n_bits={idx.n_bits}, got {radius}")
+    if codes_path is not None:
+        queries, qids, n_bits = _read_codes(codes_path)
+        if queries.dtype == np.uint8:
+            queries = unpack_codes(queries, n_bits)
+    else:
+        queries, qids, _ = _encode_rows(model, data, modality, rows)
+    if queries.shape[0] == 0:
+        raise DataError("there are no query codes")
+    if queries.shape[1] != idx.n_bits:
+        raise DataError(
+            f"the query codes have {queries.shape[1]} bits, the index holds "
+            f"{idx.n_bits}-bit codes"
+        )
+    if k is not None:
+        dist, ids = idx.search(queries, k)
+        hits = [(d[i >= 0], i[i >= 0]) for d, i in zip(dist, ids, strict=True)]
+    else:
+        lims, dist, ids = idx.range_search(queries, radius)
+        hits = [(dist[a:b], ids[a:b]) for a, b in zip(lims[:-1], lims[1:], strict=True)]
+    text = _format_hits(qids, hits, fmt, {"index": str(index_path), "k": k, "radius": radius})
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(Path(out), text)
     if out is not None:
         n_hits = sum(len(h[1]) for h in hits)
         click.echo(f"wrote {n_hits} hits of {len(hits)} queries to {out}", err=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import CrossModalData, random_split
+from ..errors import ParameterTypeError, UnknownNameError
 
 __all__ = ["BUILTIN", "load_builtin", "load_dataset"]
 
@@ -20,7 +21,7 @@ BUILTIN = {
 
 def load_builtin(name: str) -> CrossModalData:
     if name not in BUILTIN:
-        raise KeyError(f"unknown built-in dataset {name!r}; available: {sorted(BUILTIN)}")
+        raise UnknownNameError(f"unknown built-in dataset {name!r}; available: {sorted(BUILTIN)}")
     ref = resources.files(__package__).joinpath("uci_digits.npz")
     with resources.as_file(ref) as path, np.load(path, allow_pickle=False) as f:
         image, text, labels = f["image"], f["text"], f["labels"]
@@ -52,5 +53,5 @@ def load_dataset(name_or_path, *, query_size=None, train_size=None, random_state
     from ..io import load_data
 
     if image is not None:
-        raise TypeError(f"image={image!r} chooses a benchmark's image features; {path} is a data file")
+        raise ParameterTypeError(f"image={image!r} chooses a benchmark's image features; {path} is a data file")
     return load_data(path, name=name, **{k: v for k, v in split.items() if v is not None})

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import CrossModalData, random_split
+from ..errors import DataError, DataFileError, ParameterError, UnknownNameError
 from ..io import load_data, read_arrays
 
 __all__ = [
@@ -239,7 +240,7 @@ def _benchmark(name: str) -> Benchmark:
         return name
     key = ALIASES.get(str(name).lower(), str(name).lower())
     if key not in BENCHMARKS:
-        raise KeyError(
+        raise UnknownNameError(
             f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)} "
             f"(aliases: {', '.join(f'{a}={b}' for a, b in ALIASES.items())})"
         )
@@ -285,7 +286,7 @@ def benchmark_split(
     """
     b = _benchmark(name)
     if b.n_query is None:
-        raise ValueError(
+        raise ParameterError(
             f"{b.name} has no random split: its split is stored in its file "
             f"({', '.join(b.toolkit)})"
         )
@@ -335,7 +336,7 @@ def _check_folder(folder) -> Path:
 def _read_key(path: Path, key: str) -> np.ndarray:
     arrays = read_arrays(path)
     if key not in arrays:
-        raise KeyError(f"{path} has no array {key!r}; it holds {sorted(arrays)}")
+        raise DataError(f"{path} has no array {key!r}; it holds {sorted(arrays)}")
     return np.asarray(arrays[key])
 
 
@@ -350,18 +351,25 @@ def _read_hdf5_keys(path: Path, keys) -> dict[str, np.ndarray]:
         arrays = read_arrays(path)
         missing = [k for k in keys if k not in arrays]
         if missing:
-            raise KeyError(f"{path} lacks {missing}; it holds {sorted(arrays)}")
+            raise DataError(f"{path} lacks {missing}; it holds {sorted(arrays)}")
         return {k: arrays[k] for k in keys}
     out = {}
-    with h5py.File(path, "r") as f:
-        missing = [k for k in keys if k not in f or not isinstance(f[k], h5py.Dataset)]
-        if missing:
-            raise KeyError(
-                f"{path} lacks {missing}; it holds {sorted(k for k in f if not k.startswith('#'))}"
-            )
-        for k in keys:
-            arr = f[k][()]
-            out[k] = arr.T if arr.ndim >= 2 else arr
+    try:
+        with h5py.File(path, "r") as f:
+            missing = [k for k in keys if k not in f or not isinstance(f[k], h5py.Dataset)]
+            if missing:
+                raise DataFileError(
+                    path, f"lacks {missing}; it holds {sorted(k for k in f if not k.startswith('#'))}"
+                )
+            for k in keys:
+                if f[k].dtype.kind not in "biuf":
+                    raise DataFileError(path, f"variable {k!r} holds {f[k].dtype} data, not a numeric array")
+                arr = f[k][()]
+                out[k] = arr.T if arr.ndim >= 2 else arr
+    except (PermissionError, IsADirectoryError, FileNotFoundError):
+        raise
+    except (OSError, KeyError, RuntimeError) as exc:  # h5py on a damaged or truncated file
+        raise DataFileError(path, f"is not a readable MATLAB v7.3 file, or is damaged or truncated ({exc})") from None
     return out
 
 
@@ -375,14 +383,14 @@ def _orient(arrays: dict[str, np.ndarray], sources: dict[str, Path]) -> dict[str
     arrays = {k: (a.reshape(-1, 1) if a.ndim == 1 else a) for k, a in arrays.items()}
     for k, a in arrays.items():
         if a.ndim != 2:
-            raise ValueError(f"{sources[k]}: {k} must be a 2-D matrix, got shape {a.shape}")
+            raise DataError(f"{sources[k]}: {k} must be a 2-D matrix, got shape {a.shape}")
     rows = {a.shape[0] for a in arrays.values()}
     if len(rows) == 1:
         return arrays
     common = set.intersection(*({*a.shape} for a in arrays.values()))
     if len(common) != 1:
         shapes = ", ".join(f"{k} {a.shape} in {sources[k].name}" for k, a in arrays.items())
-        raise ValueError(f"the files disagree on the number of objects: {shapes}")
+        raise DataError(f"the files disagree on the number of objects: {shapes}")
     n = common.pop()
     return {k: (a if a.shape[0] == n else a.T) for k, a in arrays.items()}
 
@@ -421,7 +429,7 @@ def load_text_labels(name: str, folder) -> tuple[np.ndarray, np.ndarray]:
     b = _benchmark(name)
     folder = _check_folder(folder)
     if b.text is None:
-        raise ValueError(
+        raise ParameterError(
             f"{b.name} comes as one toolkit file ({', '.join(b.toolkit)}); "
             "load it with load_benchmark"
         )
@@ -461,7 +469,7 @@ def _image_source(b: Benchmark, folder: Path, image) -> tuple[Path, str | None]:
             raise _missing(b, folder, spec, "image features", hint)
         return path, spec.key
     if isinstance(image, str) and any(image in s.names or image == "raw" for s in b.raw_images):
-        raise ValueError(
+        raise ParameterError(
             f"{b.title}: raw images are pixels, not features; they need a CNN first "
             "(e.g. dmh.featurize.image_array_features, or VGG fc7 features as in the paper). "
             f"Use image='vgg' ({b.images['vgg'].names[0]}) or a path to an image-features file."
@@ -487,7 +495,7 @@ def _read_image_file(path: Path, key: str | None) -> np.ndarray:
             return np.asarray(arrays[k])
     matrices = [k for k, a in arrays.items() if np.asarray(a).ndim == 2]
     if len(matrices) != 1:
-        raise KeyError(
+        raise DataError(
             f"{path}: cannot tell which array holds the image features (keys {sorted(arrays)}); "
             "store them under 'XAll' or 'image', or alone in the file"
         )
@@ -606,7 +614,7 @@ def detect_benchmark(folder) -> str:
         raise FileNotFoundError(
             f"{folder} holds no benchmark file dmh knows ({expected}); {_folder_listing(folder)}"
         )
-    raise ValueError(
+    raise ParameterError(
         f"{folder} holds files of several benchmarks ({', '.join(matches)}); "
         f"name one: 'NAME:{folder}'"
     )

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ParameterError
+
 __all__ = ["COLOURS", "SHAPES", "draw_shape", "make_shapes"]
 
 COLOURS = {
@@ -56,7 +58,7 @@ def draw_shape(shape: str, colour: str, place: str = "centre", size: int = 128, 
         d.rectangle([cx - r, cy - w, cx + r, cy + w], fill=fill)
         d.rectangle([cx - w, cy - r, cx + w, cy + r], fill=fill)
     else:
-        raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
+        raise ParameterError(f"shape must be one of {SHAPES}, got {shape!r}")
     arr = np.asarray(im, dtype=np.int16) + rng.integers(-6, 7, size=(size, size, 3))
     return Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
 

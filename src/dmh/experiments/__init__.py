@@ -12,6 +12,7 @@ them through :func:`dmh.evaluation.run_cells`), :mod:`.outputs` (``metrics.json`
 from .config import (
     DOCUMENTED_METHODS,
     KINDS,
+    PEER_METHODS,
     config_names,
     load_config,
     resolve_config,
@@ -23,6 +24,7 @@ from .summary import summarize_records
 
 __all__ = [
     "DOCUMENTED_METHODS",
+    "PEER_METHODS",
     "KINDS",
     "cell_key",
     "config_names",

@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from ..errors import ParameterError, ParameterTypeError, UnknownNameError
 from ..records import TASKS
 
 __all__ = [
     "KINDS",
     "DOCUMENTED_METHODS",
+    "PEER_METHODS",
     "config_names",
     "config_extent",
     "load_config",
@@ -34,6 +36,9 @@ __all__ = [
 KINDS = ("table", "topn", "pr", "ratio_sweep", "sensitivity", "convergence")
 #: every method the paper compares; configs may name one the registry does not hold yet
 DOCUMENTED_METHODS = ("dmh", "cvh", "imh", "lssh", "stmh", "cmfh", "fsh")
+#: the methods compared beyond the paper (dmh.peers); the peers config may name one before the
+#: registry holds it (they are added on separate branches): such runs are reported as not run
+PEER_METHODS = ("cca-itq", "spdh", "djsrh", "jdsh", "dgcpn", "ucch", "sadch")
 _QUICK_KEYS = {"seeds", "bits", "paired_ratios", "grid", "method_params"}
 _RUN_KEYS = {"label", "method", "paired_ratios", "params", "grid"}
 _DATASET_KEYS = {"builtin", "benchmark", "path", "file", "paper", "title", "note"}
@@ -62,21 +67,24 @@ def load_config(name_or_path) -> dict:
         path = Path(key)
         if not path.is_file():
             raise FileNotFoundError(f"experiment config {path} does not exist")
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParameterError(f"experiment config {path} is not UTF-8 JSON text ({exc.reason})") from None
         origin = str(path)
     else:
-        raise KeyError(
+        raise UnknownNameError(
             f"unknown experiment {key!r}; available: {', '.join(config_names())} (or a path to a .json config)"
         )
     try:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"experiment config {origin} is not valid JSON: {exc}") from None
+        raise ParameterError(f"experiment config {origin} is not valid JSON: {exc}") from None
     return validate_config(config)
 
 
 def _fail(config, where: str, what: str):
-    raise ValueError(f"config {config.get('name', '?')!r}: {where} {what}")
+    raise ParameterError(f"config {config.get('name', '?')!r}: {where} {what}")
 
 
 def _check_object(config, where, value, allowed, say_allowed: bool = False):
@@ -142,7 +150,7 @@ def _registry_names() -> list[str]:
 def validate_config(config: dict) -> dict:
     """Check a config's structure and values; returns it. Errors name the config and the field."""
     if not isinstance(config, dict):
-        raise TypeError(f"an experiment config must be a JSON object, got {type(config).__name__}")
+        raise ParameterTypeError(f"an experiment config must be a JSON object, got {type(config).__name__}")
     for key in ("name", "title", "kind", "bits", "seeds", "runs", "datasets", "default_datasets", "paper"):
         if key not in config:
             _fail(config, "", f"lacks the key {key!r}")
@@ -153,7 +161,7 @@ def validate_config(config: dict) -> dict:
     metrics = config.get("metrics", ["map"])
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
         _fail(config, "metrics", f"must be a non-empty list of metric names, got {metrics!r}")
-    known = set(DOCUMENTED_METHODS) | set(_registry_names())
+    known = set(DOCUMENTED_METHODS) | set(PEER_METHODS) | set(_registry_names())
     runs = config["runs"]
     if not isinstance(runs, list) or not runs:
         _fail(config, "runs", "must be a non-empty list")
@@ -325,23 +333,23 @@ def resolve_config(
             run["paired_ratios"] = [r for r in run["paired_ratios"] if float(r) in wanted]
         cfg["runs"] = [run for run in cfg["runs"] if run["paired_ratios"]]
         if not cfg["runs"]:
-            raise ValueError(f"no run of experiment {cfg['name']!r} has a paired ratio in {wanted}")
+            raise ParameterError(f"no run of experiment {cfg['name']!r} has a paired ratio in {wanted}")
     ran = config_extent(cfg)
     reduced = {k: {"config": full[k], "ran": ran[k]} for k in full if not set(full[k]) <= set(ran[k])}
     chosen = list(cfg["default_datasets"]) if datasets is None else list(datasets)
     if not chosen:
-        raise ValueError("no dataset chosen")
+        raise ParameterError("no dataset chosen")
     selected = {}
     for entry in chosen:
         if "=" in entry:
             name, source = entry.split("=", 1)
             if not name or not source:
-                raise ValueError(f"a dataset given as NAME=SOURCE needs both parts, got {entry!r}")
+                raise ParameterError(f"a dataset given as NAME=SOURCE needs both parts, got {entry!r}")
             selected[name] = {"file": source, "paper": False, "title": name}
         elif entry in cfg["datasets"]:
             selected[entry] = cfg["datasets"][entry]
         else:
-            raise KeyError(
+            raise UnknownNameError(
                 f"experiment {cfg['name']!r} knows no dataset {entry!r}; it knows {', '.join(cfg['datasets'])} "
                 "(or give NAME=FILE)"
             )

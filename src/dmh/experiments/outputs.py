@@ -94,6 +94,31 @@ def _metric_tables(cfg, summary, metric, datasets) -> list[str]:
     return parts
 
 
+def _fit_time_tables(cfg, records, datasets) -> list[str]:
+    """Mean (± std over seeds) fit time in seconds per method, pairing and bit length. Each cell's
+    fit time is in both of its task records; one task is counted."""
+    labels = _labels(cfg)
+    idx = _index(summarize_records([r for r in records if r["task"] == TASKS[0]], "fit_seconds"))
+    parts = []
+    for ds in datasets:
+        title = cfg["resolved"]["dataset_sources"][ds].get("title", ds)
+        header = ["Method"] + [f"{b} bits" for b in cfg["bits"]]
+        lines = [
+            f"### {title}: fit time (seconds)",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "|".join(["---"] + [":---:"] * (len(header) - 1)) + "|",
+        ]
+        for (label, ratio), shown in labels.items():
+            row = [shown]
+            for b in cfg["bits"]:
+                s = idx.get((ds, label, ratio, b, TASKS[0], "{}"))
+                row.append(_fmt(s["mean"], s["std"], digits=1) if s else "–")
+            lines.append("| " + " | ".join(row) + " |")
+        parts.append("\n".join(lines) + "\n")
+    return parts
+
+
 def _paper_cell(cfg, task, shown, n_bits) -> str:
     paper = cfg["paper"]
     if n_bits not in paper["bits"]:
@@ -231,11 +256,14 @@ def _header(cfg, quick_params) -> list[str]:
     lines = [
         f"# {cfg['title']}",
         "",
-        f"Reproduces {cfg['paper_ref']} of the DMH paper.",
+        (f"Reproduces {cfg['paper_ref']} of the DMH paper." if paper_ds
+         else f"Not in the DMH paper: {cfg['paper_ref']}."),
         cfg.get("description", ""),
         "",
     ]
-    if ran_paper:
+    if not paper_ds:  # a comparison beyond the paper (the peers config): no paper data to name
+        lines.append(f"> **Datasets.** This run used {', '.join(ran)}.")
+    elif ran_paper:
         lines.append(f"> **Datasets.** This run used {', '.join(ran)}. The paper used {', '.join(paper_ds)}.")
     else:
         lines.append(
@@ -327,6 +355,8 @@ def write_outputs(cfg: dict, entries: list[dict], out_dir, plots: bool = True) -
     if cfg["kind"] in ("table", "topn", "pr", "convergence"):
         for m in metrics:
             lines += _metric_tables(cfg, summary[m], m, datasets)
+    if cfg.get("report_fit_time"):
+        lines += _fit_time_tables(cfg, records, datasets)
     for ds in datasets:
         ds_records = [r for r in records if r["dataset"] == ds]
         title = cfg["resolved"]["dataset_sources"][ds].get("title", ds)

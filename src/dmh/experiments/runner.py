@@ -21,9 +21,10 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .._atomic import atomic_write_text
+from .._atomic import atomic_write_text, check_writable, exclusive_lock
 from .._json import jsonable as _jsonable
-from ..evaluation import cell_key, data_fingerprint, make_cell, run_cells
+from ..errors import DataError, DmhError, OutputError, ParameterError, ResultsFileError
+from ..evaluation import KEY_FIELDS, cell_key, data_fingerprint, make_cell, run_cells
 from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_config: importable here as before
     DOCUMENTED_METHODS,  # noqa: F401
     KINDS,  # noqa: F401
@@ -47,6 +48,7 @@ def plan_cells(cfg: dict) -> list[dict]:
     """Every cell of a resolved config, ordered dataset, seed, paired ratio, run, grid point, bits
     (so one semi-paired training set serves consecutive cells)."""
     if "resolved" not in cfg:
+        # not user input: a programming error
         raise ValueError("plan_cells needs a resolved config (see resolve_config)")
     cells = []
     ratios = sorted({float(r) for run in cfg["runs"] for r in run["paired_ratios"]}, reverse=True)
@@ -115,7 +117,7 @@ def _load_datasets(cfg: dict, data_dir, sources: dict | None = None) -> dict:
             source = str(hit) if hit is not None else source
             data = load_dataset(source)
         if not data.has_split:
-            raise ValueError(f"dataset {name!r} has no train/query/database split")
+            raise DataError(f"dataset {name!r} has no train/query/database split")
         data.require_labels()
         out[name] = data
         if sources is not None:
@@ -131,9 +133,44 @@ def load_cells(out_dir) -> dict:
         return {}
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON ({exc}); delete it to start over") from None
-    return {entry["key"]: entry for entry in payload.get("cells", [])}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsFileError(path, f"is not valid JSON ({exc}); delete it to start over") from None
+    return check_cells(payload, path)
+
+
+def check_cells(payload, path) -> dict:
+    """``{key: entry}`` of a ``cells.json`` payload after checking its shape: an object with a
+    ``cells`` list, each entry an object with a ``key``, a ``cell`` and valid result ``records``. A
+    damaged file is refused (:class:`ResultsFileError`), never half-used. An entry whose ``cell``
+    does not give back its ``key`` (an older key layout, or an edited file) is kept under a key that
+    matches no planned cell, so its records are never taken for another cell's."""
+    from ..records import check_records
+
+    if not isinstance(payload, dict) or not isinstance(payload.get("cells"), list):
+        raise ResultsFileError(
+            path, "is not a cells file of dmh reproduce (expected an object with a 'cells' list); delete it to "
+            "start over"
+        )
+    out = {}
+    for i, entry in enumerate(payload["cells"]):
+        problem = None
+        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+            problem = "is not an object with a 'key'"
+        elif not isinstance(entry.get("cell"), dict) or not isinstance(entry.get("records"), list):
+            problem = "lacks its 'cell' or its 'records'"
+        elif entry.get("history") is not None and not isinstance(entry["history"], dict):
+            problem = "has a damaged 'history'"
+        else:
+            try:
+                check_records(entry["records"])
+            except DmhError as exc:
+                problem = f"is damaged ({exc})"
+        if problem:
+            raise ResultsFileError(path, f"cell {i} {problem}; delete the file to start over")
+        cell = entry["cell"]
+        own_key = all(k in cell for k in KEY_FIELDS) and cell_key(cell) == entry["key"]
+        out[entry["key"] if own_key else f"stale:{entry['key']}"] = entry
+    return out
 
 
 def _write_cells(out_dir: Path, cells: dict):
@@ -176,7 +213,7 @@ def run_experiment(
         cfg["resolved"]["skipped_runs"] = [r["label"] for r in cfg["runs"] if r["method"] in missing]
         cfg["runs"] = [r for r in cfg["runs"] if r["method"] not in missing]
         if not cfg["runs"]:
-            raise ValueError(f"no method of experiment {cfg['name']!r} is available: {', '.join(missing)}")
+            raise ParameterError(f"no method of experiment {cfg['name']!r} is available: {', '.join(missing)}")
     sources: dict[str, str] = {}
     data = _load_datasets(cfg, data_dir, sources)  # fail on missing data before any work
     fingerprints = {name: data_fingerprint(d, sources[name]) for name, d in data.items()}
@@ -187,55 +224,63 @@ def run_experiment(
         for c in plan_cells(cfg)
     ]
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    cfg["resolved"].update(
-        {
-            "data_dir": None if data_dir is None else str(Path(data_dir).resolve()),
-            "datasets_summary": {name: d.summary() for name, d in data.items()},
+    if out.exists() and not out.is_dir():
+        raise OutputError(out, "it is a file, not a folder (--out)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(out, exc.strerror or str(exc)) from None
+    check_writable(out / CELLS_FILE)
+    # one run per output folder: a second run into it would overwrite the first one's cells
+    with exclusive_lock(out / CELLS_FILE, what="experiment folder"):
+        cfg["resolved"].update(
+            {
+                "data_dir": None if data_dir is None else str(Path(data_dir).resolve()),
+                "datasets_summary": {name: d.summary() for name, d in data.items()},
+                "n_cells": len(cells),
+                "dmh_version": _version(),
+                "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            }
+        )
+        atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
+        keys = [c["key"] for c in cells]
+        finished = load_cells(out)
+        stale = len(set(finished) - set(keys))
+        n_own = sum(k in finished for k in keys)
+        n_borrowed = 0
+        for folder in reuse or ():
+            if not (Path(folder) / CELLS_FILE).is_file():
+                raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} there (not an experiment output folder)")
+            other = load_cells(folder)
+            for k in keys:
+                if k not in finished and k in other:
+                    finished[k] = other[k]
+                    n_borrowed += 1
+        if n_borrowed:
+            _write_cells(out, finished)
+        todo = [c for c in cells if c["key"] not in finished]
+        say(
+            f"{cfg['name']}: {len(cells)} cell(s), {n_own} already finished in {out}"
+            + (f", {n_borrowed} reused from {', '.join(str(f) for f in reuse)}" if n_borrowed else "")
+        )
+        if stale:
+            say(f"{stale} finished cell(s) in {out / CELLS_FILE} differ from this run's (data, split, method "
+                "parameters, or written by an older dmh without the full cell key): not reused")
+
+        def save(entry):
+            finished[entry["key"]] = entry
+            _write_cells(out, finished)
+
+        run_cells(todo, data, on_entry=save, keep_history=cfg["kind"] == "convergence", echo=say)
+        planned = [finished[k] for k in keys]
+        files = write_outputs(cfg, planned, out, plots=plots)
+        return {
+            "out_dir": out,
             "n_cells": len(cells),
-            "dmh_version": _version(),
-            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "n_fitted": len(todo),
+            "n_reused": len(cells) - len(todo),
+            "files": files,
         }
-    )
-    atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
-    keys = [c["key"] for c in cells]
-    finished = load_cells(out)
-    stale = len(set(finished) - set(keys))
-    n_own = sum(k in finished for k in keys)
-    n_borrowed = 0
-    for folder in reuse or ():
-        if not (Path(folder) / CELLS_FILE).is_file():
-            raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} there (not an experiment output folder)")
-        other = load_cells(folder)
-        for k in keys:
-            if k not in finished and k in other:
-                finished[k] = other[k]
-                n_borrowed += 1
-    if n_borrowed:
-        _write_cells(out, finished)
-    todo = [c for c in cells if c["key"] not in finished]
-    say(
-        f"{cfg['name']}: {len(cells)} cell(s), {n_own} already finished in {out}"
-        + (f", {n_borrowed} reused from {', '.join(str(f) for f in reuse)}" if n_borrowed else "")
-    )
-    if stale:
-        say(f"{stale} finished cell(s) in {out / CELLS_FILE} differ from this run's (data, split, method "
-            "parameters, or written by an older dmh without the full cell key): not reused")
-
-    def save(entry):
-        finished[entry["key"]] = entry
-        _write_cells(out, finished)
-
-    run_cells(todo, data, on_entry=save, keep_history=cfg["kind"] == "convergence", echo=say)
-    planned = [finished[k] for k in keys]
-    files = write_outputs(cfg, planned, out, plots=plots)
-    return {
-        "out_dir": out,
-        "n_cells": len(cells),
-        "n_fitted": len(todo),
-        "n_reused": len(cells) - len(todo),
-        "files": files,
-    }
 
 
 def _version() -> str:

@@ -48,6 +48,8 @@ from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
+from ..errors import DataError, ParameterError
+
 
 def polar(M: np.ndarray) -> np.ndarray:
     """Nearest matrix with orthonormal columns (or rows, when wide): ``U V'`` of the thin SVD."""
@@ -160,7 +162,7 @@ def q_update(Zbar: np.ndarray, Y: np.ndarray, Q_prev: np.ndarray | None, method:
         C = Y.T @ Y
         return polar(np.linalg.solve(C + 1e-12 * np.trace(C) * np.eye(d), M.T).T)
     if method != "procrustes":
-        raise ValueError(f"q_update must be 'procrustes' or 'paper', got {method!r}")
+        raise ParameterError(f"q_update must be 'procrustes' or 'paper', got {method!r}")
     if d_v >= d:
         return polar(M)
     # orthonormal rows: minimise tr(Q C Q') - 2 tr(Q' M) over Q Q' = I by generalised power iteration
@@ -248,7 +250,7 @@ def complement(Z: np.ndarray, observed: np.ndarray, nbrs: np.ndarray, w: np.ndar
     elif how == "lle":
         Zbar[missing] = np.einsum("nk,nkd->nd", w[missing], Z[nbrs[missing]])
     else:
-        raise ValueError(f"complement must be 'lle' or 'zero', got {how!r}")
+        raise ParameterError(f"complement must be 'lle' or 'zero', got {how!r}")
     return Zbar
 
 
@@ -271,7 +273,7 @@ def find_neighbours(Zs, masks, k: int, pool: int) -> np.ndarray:
     P = np.flatnonzero(paired)
     n_m = P.size
     if n_m < 2:
-        raise ValueError(f"CLE needs at least 2 paired objects, got {n_m}")
+        raise DataError(f"CLE needs at least 2 paired objects, got {n_m}")
     k = min(k, n_m - 1)
     n = paired.size
     nbrs = np.empty((n, k), dtype=np.int64)
@@ -315,7 +317,7 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
         elif y_method == "jacobi":
             Y = y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
         else:
-            raise ValueError(f"y_update must be 'exact' or 'jacobi', got {y_method!r}")
+            raise ParameterError(f"y_update must be 'exact' or 'jacobi', got {y_method!r}")
         Ms = [Zb.T @ Y for Zb in Zbars]  # reused by the next Q-update (Zbar and Y unchanged until then)
         history.append(cle_objective(Zbars, Qs, Wm, Y, lam, eta, Ms=Ms))
         # Eq. 6 is invariant to (Y, Q^v) -> (Y R, Q^v R) for any rotation R, so Y itself is only

@@ -11,8 +11,10 @@ import time
 
 import numpy as np
 
+from .._validation import check_choice, check_int, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
+from ..errors import ParameterError, check_finite_memory
 from . import cle as cle_mod
 
 __all__ = ["DMH", "PRESETS"]
@@ -94,6 +96,10 @@ class DMH(BaseHasher):
         :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
     random_state : int, Generator or None
         Same seed, same codes (on the same machine and thread count).
+    n_threads : int or None
+        Threads for torch, BLAS/OpenMP and faiss during ``fit`` and ``encode``; ``None`` (default):
+        the process setting (:func:`dmh.set_threads`, ``dmh --threads``, ``DMH_THREADS``,
+        ``OMP_NUM_THREADS``, else the physical cores available to this process).
     verbose : bool
         Show progress bars and per-stage timings.
 
@@ -121,13 +127,14 @@ class DMH(BaseHasher):
     method_name = "dmh"
     uses_unpaired = True
     min_paired = 2
+    uses_torch = True
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity=None,
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
-                 neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, verbose=False,
+                 neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, n_threads=None, verbose=False,
                  preset="default", perplexity=None, kernel_scale=None, gbe_balance=None,
                  gbe_decorrelation=None, dam_weight_decay=None, record_diagnostics=False):
         self.n_bits = n_bits
@@ -159,6 +166,7 @@ class DMH(BaseHasher):
         self.w_reg = w_reg
         self.chunk_size = chunk_size
         self.random_state = random_state
+        self.n_threads = n_threads
         self.verbose = verbose
         self.preset = preset
         self.perplexity = perplexity
@@ -193,33 +201,39 @@ class DMH(BaseHasher):
             "gbe_init": ("pca", "projection", "random"),
         }
         if self.preset not in PRESETS:
-            raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
+            raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
         scale = self._opt("kernel_scale")
         if scale != "bits" and (isinstance(scale, (str, bool)) or not np.isfinite(scale) or scale <= 0):
-            raise ValueError(f"kernel_scale must be a positive number or 'bits', got {scale!r}")
+            raise ParameterError(f"kernel_scale must be a positive number or 'bits', got {scale!r}")
         for name in ("perplexity",):
             if not np.isfinite(self._opt(name)) or self._opt(name) <= 1:
-                raise ValueError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
+                raise ParameterError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
         for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
             if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
-                raise ValueError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
+                raise ParameterError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
         for name, allowed in choices.items():
-            if self._opt(name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+            value = self._opt(name)
+            if not isinstance(value, str):
+                raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+            check_choice(value, name, allowed)
         for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
                      "neighbour_pool", "chunk_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        epochs = self.dam_epochs
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
-            raise ValueError(f"dam_epochs must be a non-negative integer, got {self.dam_epochs!r}")
+            check_int(getattr(self, name), name)
+        check_int(self.dam_epochs, "dam_epochs", minimum=0)
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
-            if not np.isfinite(getattr(self, name)) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be a finite non-negative number, got {getattr(self, name)!r}")
+            check_real(getattr(self, name), name)
         for name in ("image_lr", "text_lr", "gbe_lr"):
-            if not np.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+            check_real(getattr(self, name), name, low_inclusive=False)
+
+    def _check_memory(self, data: CrossModalData) -> None:
+        """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits)."""
+        n = data.n_objects
+        width = self.hidden_size
+        d_in = data.image.shape[1] + data.text.shape[1]
+        # weights + gradients + two Adam moments (float32), hidden features of every object (float64,
+        # two views), CLE's n x d features
+        n_bytes = 4.0 * 4 * width * (d_in + 2 * self.n_bits_ + 4) + 8.0 * 2 * n * width + 8.0 * 4 * n * self.d
+        check_finite_memory(n_bytes, "DMH", f"hidden_size={width}, d={self.d}, n_bits={self.n_bits_}")
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
@@ -228,6 +242,7 @@ class DMH(BaseHasher):
         from . import dam, gbe
 
         self._check_params()
+        self._check_memory(data)
         rng = np.random.default_rng(self.random_state)
         torch_seed = int(rng.integers(2**62))
         gen = torch.Generator().manual_seed(torch_seed)
@@ -257,7 +272,7 @@ class DMH(BaseHasher):
         if self.verbose:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=self.n_rounds * 3, desc="DMH", unit="stage", leave=False)
+            bar = tqdm(total=self.n_rounds * 3, desc="DMH", unit="stage", leave=False, disable=None)
         for r in rounds:
             t = {}
             if r == 0 or self.refresh_features:
@@ -350,6 +365,21 @@ class DMH(BaseHasher):
                 state[f"{m}_net.{key}"] = value.detach().cpu().numpy()
             state[f"{m}_mean"], state[f"{m}_scale"] = self.scalers_[m]
         return state
+
+    def _state_spec(self):
+        import torch
+
+        from . import dam
+
+        spec = {}
+        for m, dim in (("image", "I"), ("text", "T")):
+            spec[f"{m}_mean"] = (dim,)
+            spec[f"{m}_scale"] = (dim,)
+            with torch.device("meta"):  # shapes only: nothing is allocated
+                net = dam.make_net(m, self.n_features_[m], self.n_bits_, (self.hidden_size,))
+            for key, value in net.state_dict().items():
+                spec[f"{m}_net.{key}"] = tuple(value.shape)
+        return spec
 
     def _set_state(self, state):
         import torch

@@ -50,6 +50,8 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from ..errors import DataError, ParameterError
+
 SIMILARITIES = ("clip", "shift", "raw", "perplexity")
 
 
@@ -84,7 +86,7 @@ def perplexity_similarity(Y: np.ndarray, perplexity: float = 30.0, n_steps: int 
     Y = np.asarray(Y, dtype=np.float64)
     n = Y.shape[0]
     if n < 3:
-        raise ValueError("similarity='perplexity' needs at least 3 objects")
+        raise DataError("similarity='perplexity' needs at least 3 objects")
     k = int(min(n - 1, max(1, round(3 * perplexity))))
     dist, idx = NearestNeighbors(n_neighbors=k + 1).fit(Y).kneighbors(Y)
     Pc = calibrated_conditionals(dist[:, 1:] ** 2, min(float(perplexity), k), n_steps)
@@ -104,7 +106,7 @@ class PairSimilarity:
     def __init__(self, Y: torch.Tensor, kind: str = "clip", chunk_size: int = 1024,
                  cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0):
         if kind not in SIMILARITIES:
-            raise ValueError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
+            raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
         self.Y = Y
         self.kind = kind
         self.chunk = chunk_size
@@ -125,13 +127,13 @@ class PairSimilarity:
         for s, e in self._blocks():
             B = self._raw(s, e)
             if kind == "raw" and bool((B < 0).any()):
-                raise ValueError(
+                raise DataError(
                     "similarity='raw': some inner products y_i'y_j are negative, so Eq. 7 is not a "
                     "distribution; use similarity='clip' or 'shift'"
                 )
             total += float(B.sum(dtype=torch.float64))
         if not total > 0:
-            raise ValueError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
+            raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
         self.total = total
         self.cache = None
         if n * n * Y.element_size() <= cache_bytes:
@@ -178,7 +180,7 @@ def _quant_scale(n: int, quantization: str) -> float:
         return 1.0 / n
     if quantization == "sum":
         return 1.0
-    raise ValueError(f"quantization must be 'mean' or 'sum', got {quantization!r}")
+    raise ParameterError(f"quantization must be 'mean' or 'sum', got {quantization!r}")
 
 
 def sign_pm1(H: torch.Tensor) -> torch.Tensor:
@@ -287,7 +289,7 @@ def init_codes(Y: np.ndarray, n_bits: int, how: str, rng: np.random.Generator) -
         scale = H.std()
         return H / scale if scale > 0 else 0.01 * rng.standard_normal((n, n_bits))
     if how != "pca":
-        raise ValueError(f"gbe_init must be 'pca', 'projection' or 'random', got {how!r}")
+        raise ParameterError(f"gbe_init must be 'pca', 'projection' or 'random', got {how!r}")
     Yc = Y - Y.mean(0)
     U, s, _ = np.linalg.svd(Yc, full_matrices=False)
     r = int(min(n_bits, (s > s[0] * 1e-8).sum() if s.size and s[0] > 0 else 0))

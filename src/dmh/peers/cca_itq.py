@@ -32,8 +32,9 @@ canonical correlations near 1 that are pure over-fitting. Gong et al.'s released
 ``1e-4`` on its features; a fixed value is not scale-free and does not adapt to ``n / d``. ``"auto"``
 picks the ridge from the grid ``AUTO_REG_GRID`` (relative ridges 1e-4 .. 1) that maximises the
 mean canonical correlation, over the ``n_bits`` directions, of **held-out training pairs** (a
-seeded 80/20 split of the paired objects; no labels are used), then refits on all pairs. A number
-fixes the relative ridge instead (``reg=1e-4`` is the released code's value).
+seeded 80/20 split of the paired objects; no labels are used), then refits on all pairs (with too few pairs to hold
+out 20% and still fit ``n_bits`` directions, ``1e-4``). A number fixes the relative ridge instead
+(``reg=1e-4`` is the released code's value).
 """
 
 from __future__ import annotations
@@ -43,62 +44,16 @@ import numbers
 import numpy as np
 from scipy import linalg
 
-from .._validation import check_int, check_real
-from .._validation import check_random_state as make_rng
+from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
+from ..baselines.cca import AUTO_REG_GRID, cca_directions, select_cca_ridge
 from ..baselines.fitting import LinearHashMixin, centre
-from ..baselines.spectral import fix_column_signs
 from ..data import CrossModalData
+from ..errors import DataError, ParameterError
 
-__all__ = ["CCAITQ", "cca_directions", "itq_rotation", "quantization_loss", "AUTO_REG_GRID"]
-
-#: relative ridges tried by ``reg="auto"``
-AUTO_REG_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-#: fraction of the paired objects held out by ``reg="auto"``
-AUTO_HOLDOUT = 0.2
-
-
-class _CCABasis:
-    """Eigenbases of both views' covariances, reusable for any ridge (the ridge only shifts the
-    eigenvalues), and the cross-covariance expressed in them."""
-
-    def __init__(self, Xi: np.ndarray, Xt: np.ndarray):
-        n = Xi.shape[0]
-        self.si, self.Ui = linalg.eigh(Xi.T @ Xi / n)
-        self.st, self.Ut = linalg.eigh(Xt.T @ Xt / n)
-        self.si = np.maximum(self.si, 0.0)
-        self.st = np.maximum(self.st, 0.0)
-        self.K = self.Ui.T @ (Xi.T @ Xt / n) @ self.Ut
-        self.di, self.dt = Xi.shape[1], Xt.shape[1]
-
-    def ridge(self, reg: float) -> tuple[float, float]:
-        return reg * self.si.sum() / self.di, reg * self.st.sum() / self.dt
-
-    def directions(self, reg: float, k: int):
-        ri, rt = self.ridge(reg)
-        li, lt = self.si + ri, self.st + rt
-        # relative threshold: a rounding-level eigenvalue of a rank-deficient covariance is singular
-        if li.min() <= 1e-12 * max(li.max(), 1e-300) or lt.min() <= 1e-12 * max(lt.max(), 1e-300):
-            raise np.linalg.LinAlgError("singular covariance")
-        a, b = 1.0 / np.sqrt(li), 1.0 / np.sqrt(lt)
-        P, s, Qt = linalg.svd(a[:, None] * self.K * b[None, :], full_matrices=False)
-        Wi = self.Ui @ (a[:, None] * P[:, :k])
-        Wt = self.Ut @ (b[:, None] * Qt[:k].T)
-        return Wi, Wt, s[:k], np.array([ri, rt])
-
-
-def cca_directions(Xi: np.ndarray, Xt: np.ndarray, reg: float, k: int):
-    """The ``k`` leading regularised canonical directions of two centred, paired views.
-
-    Returns ``(W_i, W_t, rho, ridge)``: ``W_v`` (d_v, k) with ``W_v^T (C_vv + r_v I) W_v = I``,
-    ``W_i^T C_it W_t = diag(rho)``, ``rho`` descending, ``ridge = (r_i, r_t)`` with
-    ``r_v = reg * trace(C_vv) / d_v`` (covariances normalised by ``n``). Column signs are fixed
-    (largest-magnitude entry of each stacked direction positive).
-    """
-    Wi, Wt, rho, ridge = _CCABasis(Xi, Xt).directions(reg, k)
-    W = fix_column_signs(np.vstack([Wi, Wt]))
-    return W[: Xi.shape[1]], W[Xi.shape[1]:], rho, ridge
-
+__all__ = [
+    "AUTO_REG_GRID", "CCAITQ", "cca_directions", "itq_rotation", "quantization_loss", "select_cca_ridge",
+]
 
 def quantization_loss(V: np.ndarray, R: np.ndarray) -> float:
     """ITQ's loss ``||sgn(V R) - V R||_F^2`` (with the package's sign: sgn(0) = -1)."""
@@ -131,8 +86,10 @@ class CCAITQ(LinearHashMixin, BaseHasher):
     """CCA-ITQ (Gong et al., TPAMI 2013) for two modalities.
 
     Trains on the **paired** objects only (image-only and text-only objects of semi-paired data are
-    ignored). Needs more paired objects than bits and at most ``min(d_image, d_text)`` bits (one
-    per canonical pair); otherwise ``fit`` raises ``ValueError``.
+    ignored). Needs more paired objects than bits (otherwise ``fit`` raises ``ValueError``). CCA
+    gives at most ``min(d_image, d_text)`` canonical pairs; for longer codes (Wikipedia's text is
+    10-d) the projected data are padded with zero columns before ITQ, so the rotation spreads the
+    available directions over all ``n_bits`` bits (the rows of ``R`` that act are orthonormal).
 
     Parameters
     ----------
@@ -156,7 +113,7 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         ``W_v diag(rho^corr_power) R``: codes are ``sign((x - mean_) @ projections_[v])``.
     means_ : dict modality -> array (d,)
         Training means of the paired objects.
-    correlations_ : array (n_bits,)
+    correlations_ : array (min(n_bits, d_image, d_text),)
         Canonical correlations of the chosen directions (training pairs), descending.
     rotation_ : array (n_bits, n_bits)
         The ITQ rotation.
@@ -184,10 +141,10 @@ class CCAITQ(LinearHashMixin, BaseHasher):
     def _check_reg(self):
         if isinstance(self.reg, str):
             if self.reg != "auto":
-                raise ValueError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
+                raise ParameterError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
             return "auto"
         if not isinstance(self.reg, numbers.Real):
-            raise ValueError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
+            raise ParameterError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
         return check_real(self.reg, "reg")
 
     def _fit(self, data: CrossModalData) -> None:
@@ -195,33 +152,32 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         reg = self._check_reg()
         power = check_real(self.corr_power, "corr_power")
         n_iter = check_int(self.n_iter, "n_iter", minimum=0)
-        rng = make_rng(self.random_state)
+        rng = check_random_state(self.random_state)
         k = self.n_bits_
         paired = data.paired_mask
         n = int(paired.sum())
         if n <= k:
-            raise ValueError(
+            raise ParameterError(
                 f"{name} needs more paired objects than bits: {k} canonical directions of centred "
                 f"views need at least {k + 1} paired objects, the training data hold {n}"
             )
         di, dt = data.image.shape[1], data.text.shape[1]
-        if k > min(di, dt):
-            raise ValueError(
-                f"{name} gives at most min(d_image, d_text) = {min(di, dt)} bits (one per canonical "
-                f"pair), n_bits={k} requested"
-            )
+        r = min(k, di, dt)  # canonical pairs available; bits beyond them come from ITQ (see below)
         Xi_raw, Xt_raw = data.image[paired], data.text[paired]
         scores = np.empty(0)
         if reg == "auto":
-            reg, scores = self._auto_reg(Xi_raw, Xt_raw, k, rng)
+            reg, scores = select_cca_ridge(Xi_raw, Xt_raw, r, rng, name)
         Xi, mean_i = centre(Xi_raw)
         Xt, mean_t = centre(Xt_raw)
         try:
-            Wi, Wt, rho, ridge = cca_directions(Xi, Xt, reg, k)
+            Wi, Wt, rho, ridge = cca_directions(Xi, Xt, reg, r)
         except np.linalg.LinAlgError as exc:
-            raise ValueError(f"{name}: a view's covariance is singular (reg={reg}); use reg > 0") from exc
-        scale = np.maximum(rho, 0.0) ** power if power else np.ones(k)
+            raise DataError(f"{name}: a view's covariance is singular (reg={reg}); use reg > 0") from exc
+        scale = np.maximum(rho, 0.0) ** power if power else np.ones(r)
         Wi, Wt = Wi * scale, Wt * scale
+        if r < k:  # more bits than canonical pairs: zero columns, so that R mixes the r directions
+            Wi = np.hstack([Wi, np.zeros((di, k - r))])
+            Wt = np.hstack([Wt, np.zeros((dt, k - r))])
         V = np.vstack([Xi @ Wi, Xt @ Wt])
         R, losses = itq_rotation(V, n_iter, rng)
         self.projections_ = {"image": Wi @ R, "text": Wt @ R}
@@ -233,32 +189,6 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         self.reg_scores_ = scores
         self.quantization_losses_ = losses
         self.n_iter_ = n_iter
-
-    @staticmethod
-    def _auto_reg(Xi: np.ndarray, Xt: np.ndarray, k: int, rng: np.random.Generator):
-        """The grid ridge with the highest mean held-out canonical correlation over ``k`` directions."""
-        n = Xi.shape[0]
-        n_hold = int(round(AUTO_HOLDOUT * n))
-        if n_hold < 2 or n - n_hold <= k:
-            raise ValueError(
-                f"CCAITQ: reg='auto' holds out {AUTO_HOLDOUT:.0%} of the paired objects and needs at "
-                f"least 2 held out and more than n_bits={k} left to fit; the training data hold {n} "
-                "pairs: pass a number as reg"
-            )
-        perm = rng.permutation(n)
-        hold, fit = perm[:n_hold], perm[n_hold:]
-        Fi, mi = centre(Xi[fit])
-        Ft, mt = centre(Xt[fit])
-        Hi, Ht = Xi[hold] - mi, Xt[hold] - mt
-        basis = _CCABasis(Fi, Ft)
-        scores = np.full(len(AUTO_REG_GRID), -np.inf)
-        for j, reg in enumerate(AUTO_REG_GRID):
-            try:
-                Wi, Wt, _, _ = basis.directions(reg, k)
-            except np.linalg.LinAlgError:
-                continue
-            scores[j] = float(np.mean(_column_correlations(Hi @ Wi, Ht @ Wt)))
-        return float(AUTO_REG_GRID[int(np.argmax(scores))]), scores
 
     def _get_state(self):
         return {
@@ -284,12 +214,3 @@ class CCAITQ(LinearHashMixin, BaseHasher):
     def _set_extra_meta(self, meta):
         self.reg_ = float(meta.get("reg", np.nan))
         self.n_iter_ = int(meta.get("n_iter", 0))
-
-
-def _column_correlations(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Pearson correlation of each column of ``A`` with the same column of ``B`` (0 where constant)."""
-    A = A - A.mean(axis=0)
-    B = B - B.mean(axis=0)
-    den = np.sqrt((A * A).sum(axis=0) * (B * B).sum(axis=0))
-    num = (A * B).sum(axis=0)
-    return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)

@@ -1,0 +1,212 @@
+"""Shared parts of the deep peers (DJSRH, JDSH, DGCPN, UCCH, SADCH): networks over given feature
+vectors, seeding, devices, the minibatch loop and saving networks as plain arrays.
+
+All these methods were published with a CNN backbone (AlexNet / VGG) on raw images and a bag-of-words
+text network. Here the image side is an MLP over the given image features (the papers' "fc7
+features" setting: DJSRH/JDSH/DGCPN then train their fully connected layers and hash layer, UCCH's
+``*_fea`` data sets train its ``ImageNet`` MLP), the text side the papers' text MLP. The networks
+see each view z-scored with the training statistics (the papers' inputs have a scale fixed by the
+backbone; ours come at arbitrary scales), while every similarity matrix is built from the raw
+features, as the papers do.
+
+This module imports PyTorch; it is only imported by the peer modules' ``_fit`` / ``_set_state``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..errors import ParameterError
+
+__all__ = [
+    "HashMLP",
+    "resolve_device",
+    "torch_seed",
+    "make_nets",
+    "standardise",
+    "net_state",
+    "load_net",
+    "minibatches",
+    "cosine",
+    "check_hidden",
+    "check_int",
+    "check_float",
+    "check_device",
+]
+
+
+# ---------------------------------------------------------------------------- parameter checks
+def check_int(owner, name: str, minimum: int = 1) -> int:
+    value = getattr(owner, name)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ParameterError(
+            f"{type(owner).__name__}: {name} must be an integer >= {minimum}, got {value!r}"
+        )
+    return int(value)
+
+
+def check_float(owner, name: str, low: float = 0.0, high: float = math.inf, *,
+                low_open: bool = False, high_open: bool = False) -> float:
+    value = getattr(owner, name)
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if ok:
+        value = float(value)
+        ok = np.isfinite(value) and (value > low if low_open else value >= low) and (
+            value < high if high_open else value <= high)
+    if not ok:
+        lo = "(" if low_open else "["
+        hi = ")" if high_open else "]"
+        raise ParameterError(
+            f"{type(owner).__name__}: {name} must be a finite number in {lo}{low}, {high}{hi}, "
+            f"got {getattr(owner, name)!r}"
+        )
+    return value
+
+
+def check_hidden(owner, name: str) -> tuple[int, ...]:
+    value = getattr(owner, name)
+    try:
+        sizes = tuple(value)
+    except TypeError:
+        sizes = None
+    if sizes is None or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1
+                            for s in sizes):
+        raise ParameterError(
+            f"{type(owner).__name__}: {name} must be a sequence of positive layer widths "
+            f"(empty for a linear hash layer), got {value!r}"
+        )
+    return tuple(int(s) for s in sizes)
+
+
+def check_device(owner) -> str:
+    device = owner.device
+    if device not in ("cpu", "cuda", "auto"):
+        raise ParameterError(
+            f"{type(owner).__name__}: device must be 'cpu', 'cuda' or 'auto', got {device!r}"
+        )
+    return device
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"auto"`` is CUDA when present, else the CPU; ``"cuda"`` without a GPU is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ParameterError("device='cuda' was asked for but torch finds no CUDA device; use 'cpu' or 'auto'")
+    return torch.device(device)
+
+
+def torch_seed(rng: np.random.Generator) -> int:
+    """A torch seed drawn from the method's numpy generator (same ``random_state``, same seed)."""
+    return int(rng.integers(2**62))
+
+
+# ---------------------------------------------------------------------------- networks
+class HashMLP(nn.Module):
+    """``Linear -> ReLU -> ... -> Linear(n_bits)``, then ``tanh(alpha * h)``; optionally each output
+    row divided by its norm (UCCH's networks).
+
+    ``hidden=()`` gives a linear hash layer. ``alpha`` is the DJSRH/JDSH/DGCPN continuation scale
+    (``sqrt(epoch + 1)``), a plain attribute set by the training loop; encoding uses ``sign`` of the
+    pre-activation, so it does not matter after training.
+    """
+
+    def __init__(self, n_in: int, hidden: Sequence[int], n_bits: int, normalise: bool = False):
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = n_in
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        layers.append(nn.Linear(width, n_bits))
+        self.body = nn.Sequential(*layers)
+        self.normalise = normalise
+        self.alpha = 1.0
+
+    def pre(self, x: torch.Tensor) -> torch.Tensor:
+        """Outputs before ``tanh`` (their sign is the code)."""
+        return self.body(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.tanh(self.alpha * self.body(x))
+        if self.normalise:
+            out = F.normalize(out, dim=1)
+        return out
+
+
+def make_nets(n_features: dict, hidden: dict, n_bits: int, seed: int, device: torch.device,
+              normalise: bool = False) -> dict:
+    """One :class:`HashMLP` per modality, initialised from ``seed`` (torch's global generator is
+    forked, so the caller's random state is left untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        nets = {m: HashMLP(n_features[m], hidden[m], n_bits, normalise=normalise)
+                for m in ("image", "text")}
+    return {m: net.to(device=device, dtype=torch.float32) for m, net in nets.items()}
+
+
+def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and scale (constant features get scale 1)."""
+    mu = X.mean(0)
+    sd = X.std(0)
+    sd[sd < 1e-12] = 1.0
+    return mu, sd
+
+
+def net_state(nets: dict) -> dict[str, np.ndarray]:
+    """Network weights as plain float32 arrays keyed ``"<modality>_net.<param>"``."""
+    state = {}
+    for m, net in nets.items():
+        for key, value in net.state_dict().items():
+            state[f"{m}_net.{key}"] = value.detach().cpu().numpy()
+    return state
+
+
+def load_net(state: dict, modality: str, n_in: int, hidden, n_bits: int, normalise: bool = False):
+    net = HashMLP(n_in, hidden, n_bits, normalise=normalise)
+    prefix = f"{modality}_net."
+    sd = {k[len(prefix):]: torch.as_tensor(np.asarray(v)) for k, v in state.items() if k.startswith(prefix)}
+    net.load_state_dict(sd)
+    net.eval()
+    return net
+
+
+@torch.no_grad()
+def project(net: nn.Module, X: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """Pre-``tanh`` outputs of ``net`` for rows of ``X`` (already standardised), on the CPU."""
+    net = net.to("cpu").eval()
+    Xt = torch.as_tensor(np.asarray(X), dtype=torch.float32)
+    outs = [net.pre(Xt[s:s + chunk]) for s in range(0, len(Xt), chunk)]
+    if not outs:
+        return np.zeros((0, net.body[-1].out_features))
+    return torch.cat(outs).numpy().astype(np.float64)
+
+
+# ---------------------------------------------------------------------------- training helpers
+def minibatches(n: int, batch_size: int, generator: torch.Generator, drop_last: bool = True):
+    """Index batches of one shuffled epoch. ``drop_last`` as the papers' loaders do, unless the data
+    hold fewer objects than one batch (then one batch of all of them)."""
+    perm = torch.randperm(n, generator=generator)
+    if n <= batch_size:
+        return [perm]
+    stop = n - n % batch_size if drop_last else n
+    return [perm[s:s + batch_size] for s in range(0, stop, batch_size)]
+
+
+def cosine(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity matrix of the rows of ``A`` and ``B`` (zero rows give 0)."""
+    return F.normalize(A, dim=1) @ F.normalize(B, dim=1).T
+
+
+def check_loss(value: float, owner: str, epoch: int) -> float:
+    if not math.isfinite(value):
+        raise FloatingPointError(
+            f"{owner}: the training loss became {value} in epoch {epoch + 1}; lower the learning rate"
+        )
+    return value

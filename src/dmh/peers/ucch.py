@@ -1,0 +1,284 @@
+"""Unsupervised Contrastive Cross-modal Hashing (UCCH): P. Hu, H. Zhu, J. Lin, D. Peng, Y.-P. Zhao and
+X. Peng, "Unsupervised Contrastive Cross-modal Hashing", IEEE TPAMI 2022 (github.com/penghu-cs/UCCH).
+
+Networks: an image MLP and a text MLP whose outputs ``u = tanh(h) / ||tanh(h)||`` are compared with
+binary codes; the code of an object is ``sign(h)``.
+
+Loss per minibatch of paired objects ``(u_i, v_i)``, ``L = alpha L_c + (1 - alpha) L_r``:
+
+* **Contrastive hashing with a momentum memory** (:class:`BinaryMemory`): a memory ``M`` (n x bits,
+  unit rows) holds one vector per training object; object ``i`` is contrasted with the *binary*
+  vectors ``sign(M_j)`` of itself (the positive) and of ``K`` objects drawn uniformly with
+  replacement (the negatives)::
+
+      L_c = -mean_i log softmax_j(<sign(M_j), u_i> / T')_{j = i}  -  same with v_i,   T' = T sqrt(bits)
+
+  After each step ``M_i <- normalise(m M_i + (1 - m) normalise((u_i + v_i) / 2))``. During the first
+  ``warmup_epochs`` epochs the momentum is 0 and the negatives are the other objects of the batch
+  (their ``sign((u_j + v_j) / 2)``), as in the authors' code.
+* **Cross-modal ranking learning** (:func:`crl_loss`): with ``s = u v^T``, entries more than
+  ``margin`` below their row's (column's) diagonal are shifted down by ``shift``, and
+
+      L_r = mean_i [-s_ii + log sum_j exp(s'_ij) + margin] + (same over columns).
+
+Defaults: the authors' ``utils/config.py``: Adam lr 1e-4, weight decay 1e-6, batch 256, ``alpha``
+0.9, ``K`` 4096, ``T`` 0.9, memory momentum 0.4, ``margin`` 0.2, ``shift`` 1, 1 warm-up epoch,
+gradient norm clipped at 1, learning rate x0.1 at epochs 30, 60, 90, 100 epochs; image MLP with 2
+hidden layers and text MLP with 1, each 8192 wide (reduced here to 512 for CPU time, see
+``docs/peers.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..base import BaseHasher
+from ..data import CrossModalData
+from ..errors import ParameterError
+
+__all__ = ["UCCH", "crl_loss"]
+
+
+def crl_loss(u, v, margin: float, shift: float):
+    """UCCH's cross-modal ranking loss for row-normalised codes ``u``, ``v`` (torch, (m, bits))."""
+    import torch
+
+    scores = u @ v.T
+    diag = scores.diag().view(-1, 1)
+    mask_rows = (scores >= diag - margin).float().detach()
+    cost_rows = scores * mask_rows + (1.0 - mask_rows) * (scores - shift)
+    mask_cols = (scores >= diag.T - margin).float().detach()
+    cost_cols = scores * mask_cols + (1.0 - mask_cols) * (scores - shift)
+    lr = (-cost_rows.diag() + torch.logsumexp(cost_rows, dim=1) + margin).mean()
+    lc = (-cost_cols.diag() + torch.logsumexp(cost_cols, dim=0) + margin).mean()
+    return lr + lc
+
+
+class BinaryMemory:
+    """UCCH's momentum memory of one unit vector per training object."""
+
+    def __init__(self, n: int, n_bits: int, generator, device):
+        import torch
+
+        stdv = 1.0 / math.sqrt(n_bits / 3.0)
+        rnd = torch.rand(n, n_bits, generator=generator) * 2 * stdv - stdv
+        self.memory = torch.nn.functional.normalize(torch.where(rnd > 0, 1.0, -1.0), dim=1).to(device)
+
+    def scores(self, u, v, idx, n_negatives: int, T: float, generator, in_batch: bool):
+        """Logits ``(m, 1 + negatives)`` of ``u`` and of ``v``; column 0 is the positive."""
+        import torch
+
+        m, bits = u.shape
+        if in_batch:
+            w = (u + v).detach() / 2.0
+            order = torch.arange(m, device=u.device)
+            others = order.repeat(m, 1)[~torch.eye(m, dtype=torch.bool, device=u.device)].view(m, m - 1)
+            cand = torch.cat([order.view(-1, 1), others], dim=1)
+            weight = w[cand]
+        else:
+            neg = torch.randint(0, self.memory.shape[0], (m, n_negatives), generator=generator).to(u.device)
+            cand = torch.cat([idx.view(-1, 1), neg], dim=1)
+            # <sign(M_j), u_i> for every memory row, then the sampled columns (the same numbers as
+            # gathering the (m, K + 1, bits) sampled rows first, at a fraction of the memory traffic)
+            signs = torch.where(self.memory > 0, 1.0, -1.0)
+            return (u @ signs.T).gather(1, cand) / T, (v @ signs.T).gather(1, cand) / T
+        weight = torch.where(weight > 0, 1.0, -1.0)
+        out_u = torch.bmm(weight, u.view(m, bits, 1)).squeeze(2) / T
+        out_v = torch.bmm(weight, v.view(m, bits, 1)).squeeze(2) / T
+        return out_u, out_v
+
+    def update(self, u, v, idx, momentum: float):
+        import torch
+        from torch.nn import functional as F
+
+        with torch.no_grad():
+            new = F.normalize((u + v) / 2.0, dim=1)
+            pos = self.memory[idx] * momentum + new * (1.0 - momentum)
+            self.memory[idx] = F.normalize(pos, dim=1)
+
+
+def nce_loss(logits):
+    """``-mean log softmax(logits)[:, 0]``."""
+    import torch
+
+    return -torch.log_softmax(logits, dim=1)[:, 0].mean()
+
+
+class UCCH(BaseHasher):
+    """UCCH (Hu et al., TPAMI 2022) over given image and text features; paired objects only.
+
+    Parameters (defaults: the authors' ``utils/config.py`` unless said otherwise)
+    ----------
+    n_bits : int
+    alpha : float [0.9]
+        Weight of the contrastive term (``1 - alpha`` for the ranking term).
+    n_negatives : int [4096]
+        ``K``, negatives drawn from the memory per object.
+    temperature : float [0.9]
+        ``T``; the logits are divided by ``T sqrt(n_bits)``.
+    memory_momentum : float [0.4]
+    margin, shift : float [0.2, 1.0]
+        Of the cross-modal ranking loss.
+    warmup_epochs : int [1]
+        Epochs with in-batch negatives and no memory momentum.
+    epochs : int [100]
+    lr_milestones : tuple of int [(30, 60, 90)]
+        Epochs after which the learning rate is multiplied by 0.1.
+    batch_size : int [256]
+    lr, weight_decay : float [1e-4, 1e-6]
+        Adam.
+    clip_norm : float [1.0]
+        Gradient norm clipping.
+    image_hidden, text_hidden : tuple of int [(512, 512), (512,); the authors: 8192 wide]
+    device : {"cpu", "cuda", "auto"}
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    nets_, scalers_, loss_history_, n_iter_
+        As in :class:`dmh.peers.djsrh.DJSRH`.
+    """
+
+    method_name = "ucch"
+    uses_unpaired = False
+    uses_torch = True
+    min_paired = 2
+
+    def __init__(self, n_bits=64, *, alpha=0.9, n_negatives=4096, temperature=0.9, memory_momentum=0.4,
+                 margin=0.2, shift=1.0, warmup_epochs=1, epochs=100, lr_milestones=(30, 60, 90),
+                 batch_size=256, lr=1e-4, weight_decay=1e-6, clip_norm=1.0, image_hidden=(512, 512),
+                 text_hidden=(512,), device="cpu", random_state=None):
+        self.n_bits = n_bits
+        self.alpha = alpha
+        self.n_negatives = n_negatives
+        self.temperature = temperature
+        self.memory_momentum = memory_momentum
+        self.margin = margin
+        self.shift = shift
+        self.warmup_epochs = warmup_epochs
+        self.epochs = epochs
+        self.lr_milestones = lr_milestones
+        self.batch_size = batch_size
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.clip_norm = clip_norm
+        self.image_hidden = image_hidden
+        self.text_hidden = text_hidden
+        self.device = device
+        self.random_state = random_state
+
+    def _check_params(self) -> dict:
+        from . import _deep
+
+        p = {
+            "alpha": _deep.check_float(self, "alpha", 0.0, 1.0),
+            "n_negatives": _deep.check_int(self, "n_negatives", 1),
+            "temperature": _deep.check_float(self, "temperature", 0.0, low_open=True),
+            "memory_momentum": _deep.check_float(self, "memory_momentum", 0.0, 1.0, high_open=True),
+            "margin": _deep.check_float(self, "margin", 0.0),
+            "shift": _deep.check_float(self, "shift", 0.0),
+            "warmup_epochs": _deep.check_int(self, "warmup_epochs", 0),
+            "epochs": _deep.check_int(self, "epochs", 1),
+            "batch_size": _deep.check_int(self, "batch_size", 2),
+            "lr": _deep.check_float(self, "lr", 0.0, low_open=True),
+            "weight_decay": _deep.check_float(self, "weight_decay", 0.0),
+            "clip_norm": _deep.check_float(self, "clip_norm", 0.0, low_open=True),
+            "image_hidden": _deep.check_hidden(self, "image_hidden"),
+            "text_hidden": _deep.check_hidden(self, "text_hidden"),
+            "device": _deep.check_device(self),
+        }
+        try:
+            milestones = sorted(int(e) for e in self.lr_milestones)
+        except (TypeError, ValueError):
+            milestones = None
+        if milestones is None or any(e < 1 for e in milestones):
+            raise ParameterError(f"UCCH: lr_milestones must be positive epoch numbers, got {self.lr_milestones!r}")
+        p["lr_milestones"] = milestones
+        return p
+
+    def _fit(self, data: CrossModalData) -> None:
+        import torch
+
+        from . import _deep
+
+        p = self._check_params()
+        rng = np.random.default_rng(self.random_state)
+        device = _deep.resolve_device(p["device"])
+        paired = data.paired_mask
+        Fi = np.asarray(data.image[paired], dtype=np.float64)
+        Ft = np.asarray(data.text[paired], dtype=np.float64)
+        n = Fi.shape[0]
+        self.n_train_ = n
+        self.scalers_ = {"image": _deep.standardise(Fi), "text": _deep.standardise(Ft)}
+        X = {m: torch.as_tensor((F_ - self.scalers_[m][0]) / self.scalers_[m][1], dtype=torch.float32, device=device)
+             for m, F_ in (("image", Fi), ("text", Ft))}
+        seed = _deep.torch_seed(rng)
+        hidden = {"image": p["image_hidden"], "text": p["text_hidden"]}
+        nets = _deep.make_nets({"image": Fi.shape[1], "text": Ft.shape[1]}, hidden, self.n_bits_, seed, device,
+                               normalise=True)
+        params = list(nets["image"].parameters()) + list(nets["text"].parameters())
+        opt = torch.optim.Adam(params, lr=p["lr"], weight_decay=p["weight_decay"])
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, p["lr_milestones"], gamma=0.1)
+        gen = torch.Generator().manual_seed(seed + 1)
+        memory = BinaryMemory(n, self.n_bits_, gen, device)
+        T = p["temperature"] * math.sqrt(self.n_bits_)
+        history = []
+        t0 = time.perf_counter()
+        for epoch in range(p["epochs"]):
+            warm = epoch < p["warmup_epochs"]
+            momentum = 0.0 if warm else p["memory_momentum"]
+            for net in nets.values():
+                net.train()
+            total, count = 0.0, 0
+            for idx in _deep.minibatches(n, p["batch_size"], gen):
+                idx_d = idx.to(device)
+                u = nets["image"](X["image"][idx_d])
+                v = nets["text"](X["text"][idx_d])
+                out_u, out_v = memory.scores(u, v, idx_d, p["n_negatives"], T, gen, in_batch=warm)
+                lc = nce_loss(out_u) + nce_loss(out_v)
+                lr_ = crl_loss(u, v, p["margin"], p["shift"])
+                loss = p["alpha"] * lc + (1.0 - p["alpha"]) * lr_
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, p["clip_norm"])
+                opt.step()
+                memory.update(u.detach(), v.detach(), idx_d, momentum)
+                total += float(loss.detach()) * len(idx)
+                count += len(idx)
+            sched.step()
+            history.append(_deep.check_loss(total / count, "UCCH", epoch))
+        for net in nets.values():
+            net.eval()
+        self.nets_ = {m: net.to("cpu") for m, net in nets.items()}
+        self.loss_history_ = np.asarray(history)
+        self.n_iter_ = len(history)
+        self.fit_time_ = time.perf_counter() - t0
+
+    def _project(self, X, modality):
+        from . import _deep
+
+        mu, sd = self.scalers_[modality]
+        return _deep.project(self.nets_[modality], (X - mu) / sd)
+
+    def _get_state(self):
+        from . import _deep
+
+        state = _deep.net_state(self.nets_)
+        for m, (mu, sd) in self.scalers_.items():
+            state[f"{m}_mean"], state[f"{m}_scale"] = mu, sd
+        state["loss_history"] = self.loss_history_
+        return state
+
+    def _set_state(self, state):
+        from . import _deep
+
+        self.scalers_ = {m: (np.asarray(state[f"{m}_mean"]), np.asarray(state[f"{m}_scale"]))
+                         for m in ("image", "text")}
+        hidden = {"image": tuple(self.image_hidden), "text": tuple(self.text_hidden)}
+        self.nets_ = {m: _deep.load_net(state, m, self.n_features_[m], hidden[m], self.n_bits_, normalise=True)
+                      for m in ("image", "text")}
+        self.loss_history_ = np.asarray(state["loss_history"])
+        self.n_iter_ = len(self.loss_history_)
