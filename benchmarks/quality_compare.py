@@ -75,12 +75,12 @@ def table(records) -> str:
     cells: dict = {}
     for r in records:
         key = (r["dataset"], r["paired_ratio"], r["n_bits"], r["task"])
-        cells.setdefault(key, {}).setdefault(r["row"], []).append(r["map"])
+        cells.setdefault(key, {}).setdefault(r["row"], {})[r["seed"]] = r["map"]  # one value per seed
     lines = ["| dataset | paired | bits | task | DMH (default) | DMH (paper) | CCA-ITQ | best of six | seeds |",
              "|---|---|---|---|---|---|---|---|---|"]
     for key in sorted(cells):
         c = cells[key]
-        mean = {k: float(np.mean(v)) for k, v in c.items()}
+        mean = {k: float(np.mean(list(v.values()))) for k, v in c.items()}
         six = {k: v for k, v in mean.items() if k.lower() in SIX}
         best = max(six, key=six.get) if six else None
         fmt = lambda k, mean=mean: f"{mean[k]:.3f}" if k in mean else "-"  # noqa: E731
