@@ -51,7 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._atomic import atomic_path, atomic_write_text
+from ._atomic import atomic_path, atomic_write_text, check_writable
+from .errors import CollectionError, CollectionFileError, OutputError, UnknownItemError
 
 __all__ = [
     "COLLECTION_FORMAT_VERSION",
@@ -73,10 +74,6 @@ RAY_IMAGE_CHUNK = 16_384  # photos per Ray job (each starts its actors): resumab
 MAX_QUERY_PIXELS = 50_000_000
 
 
-class CollectionError(ValueError):
-    """Bad input to a collection command (reported as one line)."""
-
-
 def is_collection(path) -> bool:
     """True when ``path`` is a folder holding a collection's ``manifest.json``."""
     p = Path(path)
@@ -84,12 +81,26 @@ def is_collection(path) -> bool:
 
 
 def _read_json(path: Path, what: str) -> dict:
+    """A JSON object from a collection's own file; a damaged one is a :class:`CollectionFileError`."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CollectionError(f"{what} not found: {path}") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CollectionError(f"{path} is not a readable {what} ({exc})") from None
+        raise CollectionFileError(path, f"{what} not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CollectionFileError(path, f"is not a readable {what} ({exc})") from None
+    except RecursionError:
+        raise CollectionFileError(path, f"is not a readable {what} (nested too deeply)") from None
+    if not isinstance(obj, dict):
+        raise CollectionFileError(path, f"is not a {what} (a JSON {type(obj).__name__}, not an object)")
+    return obj
+
+
+def _read_build_state(path: Path) -> dict:
+    state = _read_json(path, "collection build record")
+    if (state.get("format") != "dmh-collection-build" or not isinstance(state.get("settings"), dict)
+            or not isinstance(state.get("done"), list) or not all(s in STAGES for s in state["done"])):
+        raise CollectionFileError(path, "is not a dmh collection build record (damaged); rebuild with --restart")
+    return state
 
 
 def _write_json(path: Path, obj) -> None:
@@ -111,6 +122,9 @@ def read_captions(path) -> list[tuple[str | None, str | None, int]]:
         raw = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CollectionError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if "\x00" in raw:
+        line = raw[: raw.index("\x00")].count("\n") + 1
+        raise CollectionError(f"{path}, line {line}: holds a NUL byte (is it a text file?)")
     delimiter = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
     reader = csv.DictReader(io.StringIO(raw, newline=""), delimiter=delimiter)
     columns = [c.strip() for c in (reader.fieldnames or [])]
@@ -138,6 +152,9 @@ def read_captions(path) -> list[tuple[str | None, str | None, int]]:
                 seen[image] = line
             rows.append((image, caption, line))
     except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise CollectionError(f"{path}, line {reader.line_num + 1}: a field is longer than "
+                                  f"{csv.field_size_limit():,} characters (is it a captions file?)") from None
         raise CollectionError(f"{path}, line {reader.line_num}: {exc}") from None
     return rows
 
@@ -360,10 +377,9 @@ def build_collection(
         raise CollectionError(str(exc)) from None
     out = Path(out)
     P = _Paths(out)
-    if out.exists() and not out.is_dir():
-        raise CollectionError(f"{out} is a file, not a collection folder")
+    _check_output_folder(out)
     if out.is_dir() and P.build.is_file() and not restart:
-        state = _read_json(P.build, "collection build record")
+        state = _read_build_state(P.build)
         if state.get("settings") != settings:
             old = state.get("settings") or {}
             diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
@@ -398,6 +414,13 @@ def build_collection(
         items, _ = _scan(photos, captions)
         if not items:
             raise CollectionError("found no items: the photos folder has no images and the captions file no rows")
+        n_pair = sum(1 for it in items if it["image"] and it["caption"])
+        if n_pair < 2:
+            raise CollectionError(
+                "a collection needs photos and captions with at least 2 captioned photos to learn from; "
+                f"found {sum(1 for it in items if it['image'])} photos, "
+                f"{sum(1 for it in items if it['caption'])} captions, {n_pair} pairs"
+            )
         for i, it in enumerate(items):
             it["id"] = i
         _write_manifest(P.manifest, items)
@@ -451,6 +474,8 @@ def build_collection(
             raise CollectionError(
                 f"a collection needs photos and captions with at least 2 captioned photos to learn from; "
                 f"found {int(data.image_mask.sum())} photos, {int(data.text_mask.sum())} captions, {n_pair} pairs"
+                + (f" once {n_bad} unreadable photo(s) were skipped" if (n_bad := sum(1 for it in items
+                                                                                      if it.get("error"))) else "")
             )
         if data.n_objects > fit_max:
             rng = np.random.default_rng(seed)
@@ -486,17 +511,48 @@ def build_collection(
     return out
 
 
+def _check_output_folder(out: Path) -> None:
+    """Before any work: ``out`` (a folder to create or fill) can be written."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(out, "is a file, not a collection folder (-o)")
+    parent = out
+    while not parent.exists():  # the first existing folder above must accept new entries
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(out, f"{parent} is a file, not a folder (-o)")
+    try:
+        check_writable(parent / ".dmh-collection-probe", "-o")
+    except OutputError as exc:
+        raise OutputError(out, exc.problem) from None
+
+
 def _write_manifest(path: Path, items: list[dict]) -> None:
     _write_json(path, {"format": "dmh-collection", "format_version": COLLECTION_FORMAT_VERSION, "items": items})
 
 
 def _read_manifest(path: Path) -> list[dict]:
     m = _read_json(path, "collection manifest")
-    if not isinstance(m, dict) or m.get("format") != "dmh-collection":
-        raise CollectionError(f"{path} is not a dmh collection manifest")
-    if int(m.get("format_version", 0)) > COLLECTION_FORMAT_VERSION:
-        raise CollectionError(f"{path} was written by a newer dmh (collection format {m['format_version']})")
-    return m["items"]
+    if m.get("format") != "dmh-collection":
+        raise CollectionFileError(path, "is not a dmh collection manifest")
+    version = m.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CollectionFileError(path, f"has no valid format_version (got {version!r})")
+    if version > COLLECTION_FORMAT_VERSION:
+        raise CollectionFileError(path, f"was written by a newer dmh (collection format {version})")
+    items = m.get("items")
+    if not isinstance(items, list):
+        raise CollectionFileError(path, "has no list of items (damaged manifest)")
+    seen = set()
+    for n, it in enumerate(items):
+        ok = (isinstance(it, dict) and isinstance(it.get("id"), int) and not isinstance(it.get("id"), bool)
+              and it["id"] >= 0 and isinstance(it.get("name"), str)
+              and all(isinstance(it.get(k), (str, type(None))) for k in ("image", "caption", "error")))
+        if not ok:
+            raise CollectionFileError(path, f"item {n} is damaged (expected id, name, image, caption)")
+        if it["id"] in seen:
+            raise CollectionFileError(path, f"item id {it['id']} appears twice (damaged manifest)")
+        seen.add(it["id"])
+    return items
 
 
 def _save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
@@ -637,6 +693,7 @@ def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16,
     _check_complete(path)
     if photos is None and captions is None:
         raise CollectionError("give a photos folder, a captions file, or both")
+    check_writable(P.manifest, "COLLECTION")  # before any work: a read-only collection is refused now
     from .base import load_model
     from .index import load_codes
 
@@ -683,6 +740,8 @@ def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16,
         np.concatenate([data.text_mask[keep_old], text_mask]),
     )
     _write_codes(P, model, image, text, image_mask, text_mask, ids, old, ray=ray)
+    for it in new:  # a thumbnail under a new id is one an interrupted add left: of another photo
+        (P.thumbs / f"{it['id']}.jpg").unlink(missing_ok=True)
     _make_thumbnails(P.thumbs, new, progress=progress)
     _write_manifest(P.manifest, items + new)
     keep = image_mask | text_mask
@@ -696,8 +755,11 @@ def _check_complete(path: Path) -> None:
         raise CollectionError(f"collection folder not found: {path}")
     if not P.manifest.is_file():
         raise CollectionError(f"{path} is not a dmh collection (no manifest.json); build one with dmh build")
-    state = _read_json(P.build, "collection build record") if P.build.is_file() else {"done": STAGES}
-    unfinished = [s for s in STAGES[:-1] if s not in state.get("done", [])]
+    if not P.build.is_file():
+        raise CollectionFileError(P.build, "is missing: the collection's build record is lost; rebuild it "
+                                  "with dmh build --restart")
+    state = _read_build_state(P.build)
+    unfinished = [s for s in STAGES[:-1] if s not in state["done"]]
     if unfinished:
         raise CollectionError(
             f"{path} is not finished (stages left: {', '.join(unfinished)}); rerun the same dmh build to resume"
@@ -705,6 +767,13 @@ def _check_complete(path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------- search
+def _index_matches(index, codes, ids) -> bool:
+    """True when ``index`` holds exactly ``codes`` under ``ids`` (the code file is the reference)."""
+    if index.ntotal != ids.size or not np.array_equal(index.ids, ids):
+        return False
+    return bool(np.array_equal(index.codes, index._packed(codes, "codes")))
+
+
 @dataclass
 class Hit:
     """One search result."""
@@ -742,13 +811,31 @@ class Collection:
         if getattr(self.model, "featurizer_", None) is None:
             raise CollectionError(f"{P.model} does not record its featurizer; rebuild the collection")
         stores = _open_stores(P)
-        self.indexes = stores if stores is not None else {
-            "images": HammingIndex.load(P.image_index, backend=backend),
-            "texts": HammingIndex.load(P.text_index, backend=backend),
-        }
-        self._codes = {}
+        self.indexes, self._codes = {}, {}
         for target, modality in (("images", "image"), ("texts", "text")):
-            codes, ids = load_codes(getattr(P, f"{modality}_codes"))
+            codes_path, index_path = getattr(P, f"{modality}_codes"), getattr(P, f"{modality}_index")
+            codes, ids = load_codes(codes_path)
+            if codes.shape[1] != self.n_bits:
+                raise CollectionFileError(codes_path, f"holds {codes.shape[1]}-bit codes but the model gives "
+                                          f"{self.n_bits} bits (damaged collection)")
+            listed = np.isin(ids, np.fromiter(self._by_id, np.int64, len(self._by_id)))
+            if stores is not None:  # codes kept in Milvus: the store answers, the local codes name the items
+                codes, ids, index = codes[listed], ids[listed], stores[target]
+                self.indexes[target] = index
+                self._codes[target] = dict(zip(ids.tolist(), range(ids.size), strict=True)), codes
+                continue
+            index = HammingIndex.load(index_path, backend=backend)
+            if index.n_bits != self.n_bits:
+                raise CollectionFileError(index_path, f"is a {index.n_bits}-bit index but the model gives "
+                                          f"{self.n_bits} bits (damaged collection)")
+            if not listed.all() or not _index_matches(index, codes, ids):
+                # an add interrupted before its manifest (written last) left codes of unlisted items,
+                # or the index disagrees with the codes: search only what the manifest lists
+                codes, ids = codes[listed], ids[listed]
+                index = HammingIndex(self.n_bits, backend=backend)
+                if ids.size:
+                    index.add(codes, ids)
+            self.indexes[target] = index
             self._codes[target] = dict(zip(ids.tolist(), range(ids.size), strict=True)), codes
         self.thumbs = P.thumbs
 
@@ -770,9 +857,8 @@ class Collection:
     def item(self, item_id: int) -> dict:
         try:
             return self._by_id[int(item_id)]
-        except (KeyError, ValueError, TypeError):
-            # KeyError on purpose: the server answers a missing item with 404 (its CLI catches KeyError)
-            raise KeyError(f"no item with id {item_id!r} in {self.path}") from None
+        except (KeyError, ValueError, TypeError, OverflowError):
+            raise UnknownItemError(f"no item with id {item_id!r} in {self.path}") from None
 
     def _check(self, k, target):
         if target not in TARGETS:
@@ -852,9 +938,13 @@ class Collection:
         """The item's thumbnail, made (and kept) on first use."""
         it = self.item(item_id)
         if not it["image"] or it.get("error"):
-            raise KeyError(f"item {item_id} has no photo")  # KeyError on purpose: a 404 of the server
+            raise UnknownItemError(f"item {item_id} has no photo")  # a 404 of the server
         dest = self.thumbs / f"{it['id']}.jpg"
         if not dest.is_file():
-            self.thumbs.mkdir(exist_ok=True)
-            _thumbnail(it["image"], dest)
+            try:
+                self.thumbs.mkdir(exist_ok=True)
+                _thumbnail(it["image"], dest)
+            except (OSError, SyntaxError, ValueError) as exc:  # Pillow's decoder errors; a read-only folder
+                raise UnknownItemError(f"item {item_id}: no thumbnail can be made of {it['image']} "
+                                       f"({type(exc).__name__}: {exc})") from None
         return dest

@@ -23,6 +23,9 @@ class                     raised when
 ``MissingDependencyError``  an optional package the request needs is not installed (an ``ImportError``)
 ``ResourceError``         a size that cannot be allocated (estimated before allocating)
 ``OutputError``           an output path cannot be written, or is in use by another run
+``CollectionError``       bad input to a collection command (photos, captions, query, settings)
+``CollectionFileError``   a collection folder's own file (manifest, build record) is damaged
+``UnknownItemError``      no item with that id in a collection (the service answers 404)
 ========================  =======================================================================
 """
 
@@ -32,6 +35,8 @@ from pathlib import Path
 
 __all__ = [
     "CodesFileError",
+    "CollectionError",
+    "CollectionFileError",
     "DataError",
     "DataFileError",
     "DataTypeError",
@@ -46,6 +51,7 @@ __all__ = [
     "ParameterTypeError",
     "ResourceError",
     "ResultsFileError",
+    "UnknownItemError",
     "UnknownNameError",
     "os_error_message",
 ]
@@ -127,6 +133,21 @@ class OutputError(DmhError):
         self.path = Path(path)
         self.problem = problem
         super().__init__(f"cannot write {self.path}: {problem}")
+
+
+class CollectionError(DmhError):
+    """Bad input to a collection command (:mod:`dmh.collection`): photos folder, captions file,
+    query, or build settings."""
+
+
+class CollectionFileError(FileFormatError, CollectionError):
+    """A file of a collection folder (its manifest or build record) is damaged or inconsistent."""
+
+    what = "collection file"
+
+
+class UnknownItemError(UnknownNameError, CollectionError):
+    """No item with that id in a collection (the search service answers it with 404)."""
 
 
 class DegenerateCodesWarning(UserWarning):

@@ -136,6 +136,49 @@ def test_align_bits_undoes_a_permutation_and_sign_flips():
     assert align_bits(H, H).dtype == np.int8
 
 
+def test_device_checked(semi):
+    import torch
+
+    with pytest.raises(ValueError, match="device"):
+        DMH(8, device="tpu", **TINY).fit(semi)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA"):
+            DMH(8, device="cuda", **TINY).fit(semi)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_per_stage_times_recorded(semi):
+    m = DMH(8, random_state=0, device="cpu", **TINY).fit(semi)
+    for t in m.history_["time"]:
+        for key in ("cle_neighbours", "cle_y", "gbe_setup", "gbe_steps", "dam_image", "dam_text", "refresh"):
+            assert t[key] >= 0.0
+        assert t["cle"] >= t["cle_neighbours"] + t["cle_y"]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_gbe_solver_approx_runs(semi, toy_data):
+    m = DMH(8, random_state=0, gbe_solver="approx", preset="paper", **TINY).fit(semi)
+    assert m.encode(toy_data.image, "image").shape == (toy_data.n_objects, 8)
+    # the approximate solver estimates the paper's loss only: the calibrated S^Y says so in one line
+    with pytest.raises(ParameterError, match="approximate GBE solver supports the paper's loss only"):
+        DMH(8, random_state=0, gbe_solver="approx", similarity="perplexity", **TINY).fit(semi)
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_fit_on_cuda(semi, toy_data, tmp_path):
+    a = DMH(8, random_state=3, device="cuda", **TINY).fit(semi)
+    b = DMH(8, random_state=3, device="cuda", **TINY).fit(semi)
+    c = DMH(8, random_state=3, device="cpu", **TINY).fit(semi)
+    for net in a.nets_.values():  # moved back: encoding and saving need no GPU
+        assert all(p.device.type == "cpu" for p in net.parameters())
+    codes = a.encode(toy_data.image, "image")
+    assert np.array_equal(codes, b.encode(toy_data.image, "image"))
+    # GPU float arithmetic differs in the last bits, so codes need not be identical, but close
+    assert np.mean(codes == c.encode(toy_data.image, "image")) > 0.8
+    assert np.array_equal(load_model(a.save(tmp_path / "m.npz")).encode(toy_data.image, "image"), codes)
+
+
 # ---------------------------------------------------------------- bad input (issue 9)
 
 def _rand_data(n=30, seed=0, **kw):

@@ -113,3 +113,60 @@ def test_initial_codes(how):
         assert H[:, 0].std() == pytest.approx(1.0) and np.all(H.std(0)[8:] < 0.05)
     with pytest.raises(ValueError, match="gbe_init must be"):
         gbe.init_codes(Y, 4, "lsh", rng)
+
+
+@pytest.mark.parametrize("kind", ["clip", "shift"])
+def test_sampled_solver_is_exact_when_every_pair_is_a_neighbour(kind):
+    # with n - 1 neighbours every draw lands on a neighbour (weight 0): the estimate is the exact sum
+    Y, H, S = _setup(n=30, kind=kind)
+    Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=29, chunk_size=7)
+    J = gbe.draw_columns(30, 5, 11, torch.Generator().manual_seed(0))
+    l1, g1 = gbe.gbe_loss_and_grad(H, S, 0.2)
+    l2, g2 = gbe.gbe_loss_and_grad_sampled(H, Ss, J, 0.2, chunk_size=11)
+    assert l2 == pytest.approx(l1, rel=1e-10)
+    torch.testing.assert_close(g2, g1, rtol=1e-9, atol=1e-12)
+
+
+def test_sampled_gradient_is_unbiased():
+    Y, H, S = _setup(n=50)
+    Ss = gbe.SampledSimilarity(Y, "clip", n_neighbors=3)
+    _, g_exact = gbe.gbe_loss_and_grad(H, S, 0.0)
+    gen = torch.Generator().manual_seed(1)
+    # the normaliser enters as 1/Z, so single draws are biased by O(var Z / Z^2); averaged over many
+    # draws the estimate must come close to the exact gradient
+    g = sum(gbe.gbe_loss_and_grad_sampled(H, Ss, gbe.draw_columns(50, 40, 16, gen), 0.0, chunk_size=16)[1]
+            for _ in range(300)) / 300
+    err = (g - g_exact).norm() / g_exact.norm()
+    assert err < 0.05
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_approx_solver_lowers_the_exact_loss_and_is_reproducible():
+    g = torch.Generator().manual_seed(0)
+    centres = torch.randn(4, 10, generator=g, dtype=torch.float64) * 3
+    Y = (centres.repeat_interleave(50, 0) + torch.randn(200, 10, generator=g, dtype=torch.float64)).numpy()
+    S = gbe.PairSimilarity(torch.as_tensor(Y), "clip")
+    H0 = gbe.init_codes(Y, 8, "projection", np.random.default_rng(0))
+    a = gbe.fit_gbe(Y, 8, H_init=H0, solver="approx", n_neighbors=5, n_samples=10, max_iter=80, rng=2,
+                    dtype=torch.float64)
+    b = gbe.fit_gbe(Y, 8, H_init=H0, solver="approx", n_neighbors=5, n_samples=10, max_iter=80, rng=2,
+                    dtype=torch.float64)
+    assert np.array_equal(a.relaxed, b.relaxed)
+    l0, _ = gbe.gbe_loss_and_grad(torch.as_tensor(H0), S, 0.01)
+    l1, _ = gbe.gbe_loss_and_grad(torch.as_tensor(a.relaxed), S, 0.01)
+    assert l1 < l0 - 0.05
+
+
+def test_solver_argument_checked():
+    with pytest.raises(ValueError, match="gbe_solver"):
+        gbe.fit_gbe(np.random.default_rng(0).normal(size=(20, 4)), 4, solver="fast")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("solver", ["exact", "approx"])
+def test_cuda_matches_cpu(solver):
+    Y = np.random.default_rng(0).normal(size=(300, 12)) + 0.2
+    kw = dict(solver=solver, max_iter=40, rng=0, dtype=torch.float64, n_neighbors=10, n_samples=20)
+    a = gbe.fit_gbe(Y, 8, device="cpu", **kw)
+    b = gbe.fit_gbe(Y, 8, device="cuda", **kw)
+    np.testing.assert_allclose(b.relaxed, a.relaxed, rtol=1e-6, atol=1e-8)

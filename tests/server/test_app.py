@@ -139,10 +139,8 @@ def test_missing_serve_extra_names_the_install(monkeypatch):
         importlib.import_module("dmh.server")
 
 
-def test_cli_serve_on_a_missing_collection(tmp_path):
-    from click.testing import CliRunner
+def test_cli_serve_on_a_missing_collection(tmp_path, capsys):
+    from dmh.cli import main
 
-    from dmh.cli import cli
-
-    res = CliRunner().invoke(cli, ["serve", str(tmp_path / "none")])
-    assert res.exit_code == 2 and "collection folder not found" in res.output
+    assert main(["serve", str(tmp_path / "none")]) == 2
+    assert "collection folder not found" in capsys.readouterr().err

@@ -29,24 +29,17 @@ __all__ = ["add", "build", "search", "serve"]
 
 
 @contextlib.contextmanager
-def _user_errors():
-    """Errors about the user's input -> one-line click errors (exit 2, no traceback)."""
-    from ..featurize import MissingExtraError
-
+def _warnings_to_stderr():
+    """Warnings (an unreadable photo skipped, ...) as ``warning: ...`` lines on standard error.
+    Errors are not caught here: :func:`dmh.cli.main` reports every :class:`dmh.errors.DmhError`
+    and the OS errors about the user's files in one line (exit 2)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         try:
             yield
-        except click.ClickException:
-            raise
-        except MissingExtraError as exc:
-            raise click.ClickException(str(exc)) from None
-        except (ValueError, TypeError, KeyError, FileNotFoundError, NotADirectoryError) as exc:
-            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise click.UsageError(str(msg)) from None
         finally:
             for w in caught:
-                click.echo(f"warning: {w.message}", err=True)
+                click.echo("warning: " + " ".join(str(w.message).split()), err=True)
 
 
 def _params(items) -> dict:
@@ -116,7 +109,7 @@ def build(photos, captions, output, bits, method, params, image_model, text_feat
 
     if captions is not None and Path(captions).is_dir():
         raise click.BadParameter(f"{captions} is a folder, expected a captions file", param_hint="CAPTIONS")
-    with _user_errors():
+    with _warnings_to_stderr():
         build_collection(
             photos, captions, output, method=method, n_bits=bits, params=_params(params),
             image_model=image_model, text_features=text_features, vocabulary_size=vocabulary_size,
@@ -144,7 +137,7 @@ def add(collection, photos, captions, captions_opt, batch_size, progress, ray_ad
     captions = captions_opt or captions
     if photos is None and captions is None:
         raise click.UsageError("give a folder of new photos, a captions file, or both")
-    with _user_errors():
+    with _warnings_to_stderr():
         add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log,
                           ray=_ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency))
 
@@ -170,8 +163,9 @@ def _hits_text(hits, fmt: str, query: dict) -> str:
 
 
 def _search_collection(path, text, image, like, k, target, fmt, out):
-    from .._atomic import atomic_write_text
+    from .._atomic import atomic_write_text, check_writable
     from ..collection import Collection
+    from ..errors import CollectionError
 
     given = [v is not None for v in (text, image, like)]
     if sum(given) != 1:
@@ -180,13 +174,15 @@ def _search_collection(path, text, image, like, k, target, fmt, out):
         k = 10
     if k <= 0:
         raise click.UsageError(f"--k must be a positive integer, got {k}")
-    with _user_errors():
+    if out is not None:
+        check_writable(Path(out), "--out")
+    with _warnings_to_stderr():
         col = Collection(path)
         if text is not None:
             hits, query = col.search_text(text, k, target), {"text": text}
         elif image is not None:
             if not Path(image).is_file():
-                raise FileNotFoundError(f"query image not found: {image}")
+                raise CollectionError(f"--image: query image not found: {image}")
             hits, query = col.search_image(image, k, target), {"image": str(image)}
         else:
             hits, query = col.similar(like, k, target), {"like": like}
@@ -259,12 +255,8 @@ search = _make_search()
 @click.option("--max-k", default=100, show_default=True, type=click.IntRange(min=1), help="Largest k accepted.")
 def serve(collection, host, port, max_upload_mb, max_k):
     """Serve a search page and a JSON API for COLLECTION (pip install 'dmh[serve]')."""
-    from ..featurize import MissingExtraError
+    from ..server import Limits, run
 
-    try:
-        from ..server import Limits, run
-    except MissingExtraError as exc:
-        raise click.ClickException(str(exc)) from None
-    with _user_errors():
+    with _warnings_to_stderr():
         limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_k=max_k)
         run(collection, host=host, port=port, limits=limits, log=_log)

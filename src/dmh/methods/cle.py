@@ -40,7 +40,9 @@ Choices where the paper is silent or loose (each an option of :func:`fit_cle`):
 
 from __future__ import annotations
 
+import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -255,6 +257,19 @@ def complement(Z: np.ndarray, observed: np.ndarray, nbrs: np.ndarray, w: np.ndar
 
 
 # ---------------------------------------------------------------------------------- driver
+@contextmanager
+def _timed(timings: dict | None, key: str):
+    """Add the wall time of the block to ``timings[key]`` (nothing when ``timings`` is None)."""
+    if timings is None:
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[key] = timings.get(key, 0.0) + time.perf_counter() - t0
+
+
 @dataclass
 class CLEResult:
     Y: np.ndarray
@@ -289,13 +304,17 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
             max_iter: int = 30, tol: float = 1e-4, complement_how: str = "lle",
             q_method: str = "procrustes", y_method: str = "exact", w_reg: float = 0.1,
             neighbour_pool: int = 30, rng: np.random.Generator | None = None,
-            Y_init: np.ndarray | None = None, nbrs: np.ndarray | None = None) -> CLEResult:
+            Y_init: np.ndarray | None = None, nbrs: np.ndarray | None = None,
+            timings: dict | None = None) -> CLEResult:
     """Algorithm 1. ``Zs``: the two description matrices (n x d_v; missing rows are ignored),
-    ``masks``: their observed masks. Returns Y and the fitted state with the objective history."""
+    ``masks``: their observed masks. Returns Y and the fitted state with the objective history.
+    ``timings``, when given, accumulates the wall time of each step (``"neighbours"``, ``"q"``,
+    ``"w"``, ``"complement"``, ``"y"``, ``"objective"``) in seconds."""
     rng = np.random.default_rng(rng)
     n = masks[0].size
     if nbrs is None:
-        nbrs = find_neighbours(Zs, masks, k, neighbour_pool)
+        with _timed(timings, "neighbours"):
+            nbrs = find_neighbours(Zs, masks, k, neighbour_pool)
     k = nbrs.shape[1]
     # Algorithm 1 initialisation: random Y, uniform W, missing descriptions complemented with zeros
     Y = rng.standard_normal((n, d)) / np.sqrt(d) if Y_init is None else Y_init.copy()
@@ -308,18 +327,23 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     it = 0
     Ms = [None, None]
     for it in range(1, max_iter + 1):  # noqa: B007 - `it` is reported after the loop
-        Qs = [q_update(Zb, Y, Qp, q_method, M=M) for Zb, Qp, M in zip(Zbars, Qs, Ms, strict=True)]
-        w = lle_weights(Y, nbrs, w_reg=w_reg)
-        Wm = weight_matrix(nbrs, w, n)
-        Zbars = [complement(Z, m, nbrs, w, complement_how) for Z, m in zip(Zs, masks, strict=True)]
-        if y_method == "exact":
-            Y = y_update_exact(Zbars, Qs, Wm, Y, lam, eta)
-        elif y_method == "jacobi":
-            Y = y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
-        else:
-            raise ParameterError(f"y_update must be 'exact' or 'jacobi', got {y_method!r}")
-        Ms = [Zb.T @ Y for Zb in Zbars]  # reused by the next Q-update (Zbar and Y unchanged until then)
-        history.append(cle_objective(Zbars, Qs, Wm, Y, lam, eta, Ms=Ms))
+        with _timed(timings, "q"):
+            Qs = [q_update(Zb, Y, Qp, q_method, M=M) for Zb, Qp, M in zip(Zbars, Qs, Ms, strict=True)]
+        with _timed(timings, "w"):
+            w = lle_weights(Y, nbrs, w_reg=w_reg)
+            Wm = weight_matrix(nbrs, w, n)
+        with _timed(timings, "complement"):
+            Zbars = [complement(Z, m, nbrs, w, complement_how) for Z, m in zip(Zs, masks, strict=True)]
+        with _timed(timings, "y"):
+            if y_method == "exact":
+                Y = y_update_exact(Zbars, Qs, Wm, Y, lam, eta)
+            elif y_method == "jacobi":
+                Y = y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
+            else:
+                raise ParameterError(f"y_update must be 'exact' or 'jacobi', got {y_method!r}")
+        with _timed(timings, "objective"):
+            Ms = [Zb.T @ Y for Zb in Zbars]  # reused by the next Q-update (Zbar and Y unchanged until then)
+            history.append(cle_objective(Zbars, Qs, Wm, Y, lam, eta, Ms=Ms))
         # Eq. 6 is invariant to (Y, Q^v) -> (Y R, Q^v R) for any rotation R, so Y itself is only
         # defined up to rotation; convergence is judged on the objective (what S^Y sees, Y Y', is
         # rotation invariant too).

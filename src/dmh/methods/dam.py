@@ -82,19 +82,40 @@ def make_net(modality: str, in_features: int, n_bits: int, hidden) -> HashNet:
 
 def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: float, batch_size: int,
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
-              progress=None, weight_decay: float = 0.0) -> tuple[list, torch.optim.Optimizer]:
-    """Fit Eq. 12 for one network by mini-batch Adam (L2 ``weight_decay``, 0 = the paper); returns the
-    mean loss of each epoch."""
-    Xt = torch.as_tensor(X, dtype=torch.float32)
-    Ht = torch.as_tensor(H, dtype=torch.float32)
-    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr,
+              progress=None, device: str = "cpu", tol: float | None = None, holdout: float = 0.1,
+              val_history: list | None = None, weight_decay: float = 0.0) -> tuple[list, torch.optim.Optimizer]:
+    """Fit Eq. 12 for one network by mini-batch Adam (fused kernel; L2 ``weight_decay``, 0 = the paper);
+    returns the mean loss of each epoch.
+
+    ``net`` must already be on ``device``; the data are moved there, the batch order is drawn by
+    ``generator`` on the CPU (so it does not depend on the device).
+
+    ``epochs`` is a fixed count when ``tol`` is None. Otherwise it is the most epochs, a fraction
+    ``holdout`` of the rows (drawn by ``generator``) is kept out of training, and training stops
+    after the first epoch that lowers their loss (Eq. 12 against the codes: no labels) by less
+    than ``tol`` relative; their losses, before training and after each epoch, are appended to
+    ``val_history``."""
+    Xt = torch.as_tensor(X, dtype=torch.float32).to(device)
+    Ht = torch.as_tensor(H, dtype=torch.float32).to(device)
+    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True,
                                                                    weight_decay=weight_decay)
-    net.train()
     history = []
     n = Xt.shape[0]
+    val = None
+    if tol is not None and n >= 2:
+        order = torch.randperm(n, generator=generator).to(device)
+        n_val = min(max(1, int(round(holdout * n))), n - 1)
+        val, train_rows = order[:n_val], order[n_val:]
+        Xv, Hv = Xt[val], Ht[val]
+        Xt, Ht = Xt[train_rows], Ht[train_rows]
+        n = Xt.shape[0]
+        prev = _mean_loss(net, Xv, Hv)
+        if val_history is not None:
+            val_history.append(prev)
+    net.train()
     for _ in range(epochs):
-        perm = torch.randperm(n, generator=generator)
-        total = 0.0
+        perm = torch.randperm(n, generator=generator).to(device)
+        total = torch.zeros((), dtype=torch.float64, device=device)  # no host sync per batch
         for s in range(0, n, batch_size):
             idx = perm[s : s + batch_size]
             out = net(Xt[idx])
@@ -102,19 +123,43 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss.detach()) * idx.numel()
+            total += loss.detach().double() * idx.numel()
             if progress is not None:
                 progress(idx.numel())
-        history.append(total / n)
+        history.append(float(total) / n)
+        if val is not None:
+            cur = _mean_loss(net, Xv, Hv)
+            if val_history is not None:
+                val_history.append(cur)
+            stop = prev - cur < tol * prev
+            prev = cur
+            if stop:
+                break
     return history, opt
 
 
 @torch.no_grad()
-def net_outputs(net: HashNet, X: np.ndarray, batch_size: int = 2048, features: bool = False) -> np.ndarray:
+def _mean_loss(net: HashNet, X: torch.Tensor, H: torch.Tensor, batch_size: int = 2048) -> float:
+    """Eq. 12 averaged over the rows of ``X`` (network left in training mode)."""
     net.eval()
+    total = 0.0
+    for s in range(0, X.shape[0], batch_size):
+        total += float(((net(X[s : s + batch_size]) - H[s : s + batch_size]) ** 2).sum())
+    net.train()
+    return total / X.shape[0]
+
+
+@torch.no_grad()
+def net_outputs(net: HashNet, X: np.ndarray, batch_size: int = 2048, features: bool = False,
+                device: str | None = None) -> np.ndarray:
+    """Outputs (or hidden features) of ``net`` for the rows of ``X``, as float32 numpy; computed on
+    ``device`` (default: where the network's parameters are)."""
+    net.eval()
+    if device is None:
+        device = next(net.parameters()).device
     Xt = torch.as_tensor(X, dtype=torch.float32)
     outs = []
     for s in range(0, Xt.shape[0], batch_size):
-        xb = Xt[s : s + batch_size]
-        outs.append(net.features(xb) if features else net(xb))
+        xb = Xt[s : s + batch_size].to(device)
+        outs.append((net.features(xb) if features else net(xb)).cpu())
     return torch.cat(outs).numpy()

@@ -6,7 +6,6 @@ of :mod:`dmh.methods.cle`, :mod:`dmh.methods.gbe` and :mod:`dmh.methods.dam` for
 
 from __future__ import annotations
 
-import copy
 import time
 
 import numpy as np
@@ -57,7 +56,12 @@ class DMH(BaseHasher):
     batch_size : int [128]
         Mini-batch size of DAM.
     dam_epochs : int
-        Passes over the data per network and round (the paper gives no number).
+        Passes over the data per network and round (the paper gives no number); the most passes
+        when ``dam_tol`` is set.
+    dam_tol : float or None
+        None: always ``dam_epochs`` passes. A number: keep 10% of each network's training objects
+        out of its training and stop after the first pass that lowers their loss (Eq. 12, against
+        the codes, so no labels) by less than ``dam_tol`` relative.
     complement : {"lle", "zero"}
         Complement missing descriptions by Eq. 5 (DMH) or with zeros (DMH-ZERO ablation).
     binary_embedding : {"gbe", "pca"}
@@ -78,6 +82,13 @@ class DMH(BaseHasher):
         (see :func:`dmh.methods.gbe.init_codes` and docs/method.md).
     cle_max_iter, cle_tol, gbe_max_iter, gbe_tol, gbe_lr, neighbour_pool, w_reg, chunk_size
         Solver settings.
+    gbe_solver : {"auto", "exact", "approx"}
+        GBE's gradient over all n^2 pairs (``"exact"``) or its O(n k) estimate from each object's
+        nearest neighbours of S^Y plus sampled pairs (``"approx"``); ``"auto"`` switches to
+        ``"approx"`` from :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on.
+    device : {"auto", "cpu", "cuda"}
+        Where GBE and DAM run (``"auto"``: CUDA when available). CLE and all randomness stay on the
+        CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.
     preset : {"default", "paper"}
         Where the options below take their value when left as ``None`` (see :data:`PRESETS`):
         ``"paper"`` reproduces the paper's method as implemented before these options (same codes
@@ -134,9 +145,10 @@ class DMH(BaseHasher):
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity=None,
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
-                 neighbour_pool=30, w_reg=0.1, chunk_size=1024, random_state=None, n_threads=None, verbose=False,
-                 preset="default", perplexity=None, kernel_scale=None, gbe_balance=None,
-                 gbe_decorrelation=None, dam_weight_decay=None, record_diagnostics=False):
+                 neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
+                 gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
+                 kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
+                 record_diagnostics=False):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -168,6 +180,9 @@ class DMH(BaseHasher):
         self.random_state = random_state
         self.n_threads = n_threads
         self.verbose = verbose
+        self.gbe_solver = gbe_solver
+        self.device = device
+        self.dam_tol = dam_tol
         self.preset = preset
         self.perplexity = perplexity
         self.kernel_scale = kernel_scale
@@ -199,6 +214,8 @@ class DMH(BaseHasher):
             "q_update": ("procrustes", "paper"),
             "y_update": ("exact", "jacobi"),
             "gbe_init": ("pca", "projection", "random"),
+            "gbe_solver": ("auto", "exact", "approx"),
+            "device": ("auto", "cpu", "cuda"),
         }
         if self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -220,6 +237,8 @@ class DMH(BaseHasher):
                      "neighbour_pool", "chunk_size"):
             check_int(getattr(self, name), name)
         check_int(self.dam_epochs, "dam_epochs", minimum=0)
+        if self.dam_tol is not None:
+            check_real(self.dam_tol, "dam_tol")
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
             check_real(getattr(self, name), name)
         for name in ("image_lr", "text_lr", "gbe_lr"):
@@ -243,6 +262,7 @@ class DMH(BaseHasher):
 
         self._check_params()
         self._check_memory(data)
+        device = resolve_device(self.device)
         rng = np.random.default_rng(self.random_state)
         torch_seed = int(rng.integers(2**62))
         gen = torch.Generator().manual_seed(torch_seed)
@@ -259,6 +279,8 @@ class DMH(BaseHasher):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(torch_seed)
             nets = {m: dam.make_net(m, X[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
+        for net in nets.values():
+            net.to(device)
         Zs = [X["image"], X["text"]]
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
         opts = {"image": None, "text": None}
@@ -278,12 +300,14 @@ class DMH(BaseHasher):
             if r == 0 or self.refresh_features:
                 t0 = time.perf_counter()
                 views = [cle_mod.scale_view(Z, m) for Z, m in zip(Zs, masks, strict=True)]
+                cle_t = {}
                 res = cle_mod.fit_cle(
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
-                    neighbour_pool=self.neighbour_pool, rng=rng,
+                    neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t,
                 )
+                t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y
                 history["cle"].append(res.objective)
                 t["cle"] = time.perf_counter() - t0
@@ -291,6 +315,7 @@ class DMH(BaseHasher):
                     bar.update(1)
                 t0 = time.perf_counter()
                 if self.binary_embedding == "gbe":
+                    gbe_t = {}
                     g = gbe.fit_gbe(
                         Y, self.n_bits_, gamma=self.gamma, similarity=self._opt("similarity"),
                         quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
@@ -298,7 +323,9 @@ class DMH(BaseHasher):
                         chunk_size=self.chunk_size, rng=rng, perplexity=self._opt("perplexity"),
                         kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
                         decorrelation=self._opt("gbe_decorrelation"),
+                        solver=self.gbe_solver, device=device, timings=gbe_t,
                     )
+                    t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
                     H, H_relaxed = g.codes, g.relaxed
                     history["gbe"].append(g.loss)
                 else:
@@ -318,32 +345,41 @@ class DMH(BaseHasher):
                     bar.update(2)
             t0 = time.perf_counter()
             for m, mask in zip(modalities, masks, strict=True):
+                t1 = time.perf_counter()
+                held_out = []
                 losses, opts[m] = dam.train_net(
                     nets[m], X[m][mask], H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
-                    batch_size=self.batch_size, generator=gen, optimizer=opts[m],
-                    weight_decay=self._opt("dam_weight_decay"),
+                    batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
+                    tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
                 )
                 history[f"dam_{m}"].append(losses)
+                history.setdefault(f"dam_{m}_heldout", []).append(held_out)
+                t[f"dam_{m}"] = time.perf_counter() - t1
             if self.record_diagnostics:
                 self.rounds_.append({
                     "Y": np.asarray(Y, dtype=np.float32).copy(), "codes": H.copy(),
                     "gbe_loss": history["gbe"][-1][-1][1] if history["gbe"][-1] else None,
-                    "nets": {m: copy.deepcopy(nets[m].state_dict()) for m in modalities},
+                    "nets": {m: {k: v.detach().cpu().clone() for k, v in nets[m].state_dict().items()}
+                             for m in modalities},
                     "dam_loss": {m: history[f"dam_{m}"][-1][-1] if history[f"dam_{m}"][-1] else None
                                  for m in modalities},
                 })
+            t1 = time.perf_counter()
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
-                    Z = np.zeros((mask.size, self.hidden_size))
+                    Z = np.zeros((mask.size, self.hidden_size), dtype=np.float32)  # exact: outputs are float32
                     Z[mask] = dam.net_outputs(nets[m], X[m][mask], features=True)
                     Zs[i] = Z
+            t["refresh"] = time.perf_counter() - t1
             t["dam"] = time.perf_counter() - t0
             history["time"].append(t)
             if bar:
                 bar.update(1)
-                bar.set_postfix({k: f"{v:.1f}s" for k, v in t.items()})
+                bar.set_postfix({k: f"{t[k]:.1f}s" for k in ("cle", "gbe", "dam") if k in t})
         if bar:
             bar.close()
+        for net in nets.values():
+            net.to("cpu")  # encoding and saving need no GPU
         self.nets_ = nets
         self.codes_ = H
         self.features_ = Y
@@ -395,6 +431,17 @@ class DMH(BaseHasher):
             net.load_state_dict(sd)
             net.eval()
             self.nets_[m] = net
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when torch sees a GPU, else ``"cpu"``; ``"cuda"`` without one is an error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ParameterError("device='cuda' but torch sees no CUDA GPU; use device='cpu' or 'auto'")
+    return device
 
 
 def align_bits(H: np.ndarray, H_ref: np.ndarray) -> np.ndarray:

@@ -43,6 +43,7 @@ O(n x chunk_size).
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -53,6 +54,8 @@ from sklearn.exceptions import ConvergenceWarning
 from ..errors import DataError, ParameterError
 
 SIMILARITIES = ("clip", "shift", "raw", "perplexity")
+#: from this many objects on, ``solver="auto"`` uses the approximate O(n k) solver (see fit_gbe)
+APPROX_MIN_N = 10_000
 
 
 def calibrated_conditionals(sq_dist: np.ndarray, perplexity: float, n_steps: int = 64) -> np.ndarray:
@@ -137,7 +140,7 @@ class PairSimilarity:
         self.total = total
         self.cache = None
         if n * n * Y.element_size() <= cache_bytes:
-            self.cache = torch.empty((n, n), dtype=Y.dtype)
+            self.cache = torch.empty((n, n), dtype=Y.dtype, device=Y.device)
             for s, e in self._blocks():
                 self.cache[s:e] = self._raw(s, e) / total
         for s, e in self._blocks():
@@ -152,7 +155,7 @@ class PairSimilarity:
 
     def _gram(self, s, e):
         G = self.Y[s:e] @ self.Y.T
-        idx = torch.arange(s, e)
+        idx = torch.arange(s, e, device=G.device)
         G[idx - s, idx] = math.inf  # excluded from the minimum
         return G
 
@@ -165,7 +168,7 @@ class PairSimilarity:
         elif self.kind == "shift":
             G -= self.shift
             G.clamp_(min=0.0)  # round-off only
-        idx = torch.arange(s, e)
+        idx = torch.arange(s, e, device=G.device)
         G[idx - s, idx] = 0.0
         return G
 
@@ -214,7 +217,7 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
         P = S.block(s, e)
         if with_loss:  # before the diagonal is zeroed (K_ii = 1 there, and P_ii = 0)
             cross += float((P * torch.log(K)).sum(dtype=torch.float64))
-        idx = torch.arange(s, e)
+        idx = torch.arange(s, e, device=K.device)
         K[idx - s, idx] = 0.0
         Zq += float(K.sum(dtype=torch.float64))
         A = P * K
@@ -258,6 +261,132 @@ def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization:
     extra = balance * (H.mean(0) ** 2).sum()
     extra = extra + decorrelation / c * ((H.T @ H / n - torch.eye(c, dtype=H.dtype)) ** 2).sum()
     return kl + gamma * _quant_scale(n, quantization) * ((H - h) ** 2).sum() + extra
+
+
+# ---------------------------------------------------------------------------------- large n
+class SampledSimilarity:
+    """``S^Y`` for the approximate solver: each object's ``n_neighbors`` largest entries of its
+    row (kept exactly), and any other entry computed on demand from ``Y`` (O(d) per pair).
+
+    One blockwise pass over all pairs (O(n^2 d) time once, O(n chunk) memory) finds the
+    neighbours, the normaliser and ``sum P log P``; nothing n x n is stored."""
+
+    def __init__(self, Y: torch.Tensor, kind: str = "clip", n_neighbors: int = 15, chunk_size: int = 1024):
+        if kind not in SIMILARITIES:
+            raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
+        n = Y.shape[0]
+        self.Y, self.kind, self.n = Y, kind, n
+        k = int(min(n_neighbors, n - 1))
+        self.shift = 0.0
+        if kind == "shift":
+            m = math.inf
+            for s in range(0, n, chunk_size):
+                e = min(s + chunk_size, n)
+                G = Y[s:e] @ Y.T
+                idx = torch.arange(s, e, device=G.device)
+                G[idx - s, idx] = math.inf
+                m = min(m, float(G.min()))
+            self.shift = m
+        total = 0.0
+        glogg = 0.0
+        nbrs = torch.empty((n, k), dtype=torch.long, device=Y.device)
+        vals = torch.empty((n, k), dtype=Y.dtype, device=Y.device)
+        for s in range(0, n, chunk_size):
+            e = min(s + chunk_size, n)
+            G = self._f(Y[s:e] @ Y.T)
+            idx = torch.arange(s, e, device=G.device)
+            G[idx - s, idx] = 0.0
+            pos = G > 0
+            total += float(G.sum(dtype=torch.float64))
+            glogg += float((G[pos] * torch.log(G[pos])).sum(dtype=torch.float64))
+            G[idx - s, idx] = -1.0  # never one's own neighbour
+            v, j = torch.topk(G, k, dim=1)
+            vals[s:e], nbrs[s:e] = v.clamp_(min=0.0), j
+        if not total > 0:
+            raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
+        self.total = total
+        self.plogp = glogg / total - math.log(total)  # sum (G/T) log(G/T)
+        self.nbrs = nbrs
+        self.p_nbrs = vals / total
+
+    def _f(self, G: torch.Tensor) -> torch.Tensor:
+        if self.kind == "clip":
+            return G.clamp_(min=0.0)
+        if self.kind == "shift":
+            return G.sub_(self.shift).clamp_(min=0.0)
+        if bool((G < 0).any()):
+            raise DataError(
+                "similarity='raw': some inner products y_i'y_j are negative, so Eq. 7 is not a "
+                "distribution; use similarity='clip' or 'shift'"
+            )
+        return G
+
+    def block(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """``S^Y`` of every pair ``(rows[i], cols[j])`` (pairs of an object with itself give 0)."""
+        G = self._f(self.Y[rows] @ self.Y[cols].T)
+        return G.masked_fill_(cols[None, :] == rows[:, None], 0.0).div_(self.total)
+
+
+def draw_columns(n: int, n_samples: int, chunk_size: int, generator: torch.Generator) -> torch.Tensor:
+    """Uniform draws for :func:`gbe_loss_and_grad_sampled`: ``n_samples`` objects for each block
+    of ``chunk_size`` rows (shared by the rows of a block, so each block is two matrix products)."""
+    return torch.randint(n, (-(-n // chunk_size), n_samples), generator=generator)
+
+
+def gbe_loss_and_grad_sampled(H: torch.Tensor, S: SampledSimilarity, J: torch.Tensor, gamma: float,
+                              quantization: str = "mean", chunk_size: int = 1024,
+                              with_loss: bool = True) -> tuple[float, torch.Tensor]:
+    """Unbiased estimates of the sums in :func:`gbe_loss_and_grad`, in O(n (k + m) (c + d)) per step.
+
+    Each object's sum over ``j`` is split into its ``k`` neighbours of ``S^Y`` (summed exactly)
+    and all other objects, estimated from ``m`` uniform draws (``J``, one row of ``m`` objects
+    per block of ``chunk_size`` rows, see :func:`draw_columns`; draws that hit the object itself
+    or one of its neighbours count zero, the others ``(n - 1) / m``): the attraction
+    ``sum_j P_ij K_ij (h_i - h_j)``, the repulsion ``sum_j K_ij^2 (h_i - h_j)``, the normaliser
+    ``Z`` and ``sum P log K`` alike. This is negative sampling as in LargeVis and UMAP, but the
+    normalised t-SNE-style objective is kept, so both solvers minimise the same loss."""
+    n, m = H.shape[0], J.shape[1]
+    nb, pnb = S.nbrs, S.p_nbrs
+    sq = (H * H).sum(1)
+    Zq = 0.0
+    cross = 0.0
+    g_att = torch.empty_like(H)
+    g_rep = torch.empty_like(H)
+    scale = (n - 1) / m
+    for b, s in enumerate(range(0, n, chunk_size)):
+        e = min(s + chunk_size, n)
+        rows = torch.arange(s, e, device=H.device)
+        cols = J[b]
+        Hi = H[s:e]
+        # neighbours: gathered, exact
+        dn = Hi[:, None, :] - H[nb[s:e]]  # (b, k, c)
+        Kn = (dn * dn).sum(-1).mul_(0.25).add_(1.0).reciprocal_()
+        # drawn objects: one block of pairs, by matrix products
+        Hc = H[cols]
+        Ks = torch.addmm(sq[cols][None, :], Hi, Hc.T, beta=1.0, alpha=-2.0)
+        Ks.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25).add_(1.0).reciprocal_()
+        hit = (nb[s:e][:, :, None] == cols[None, None, :]).any(1) | (cols[None, :] == rows[:, None])
+        w = (~hit).to(H.dtype).mul_(scale)
+        Ps = S.block(rows, cols)
+        wK = w.mul_(Ks)
+        Zq += float(Kn.sum(dtype=torch.float64)) + float(wK.sum(dtype=torch.float64))
+        if with_loss:
+            cross += float((pnb[s:e] * torch.log(Kn)).sum(dtype=torch.float64))
+            cross += float((wK / Ks * Ps * torch.log(Ks)).sum(dtype=torch.float64))
+        A = Ps.mul_(wK)  # w P K over the drawn pairs
+        An = pnb[s:e] * Kn
+        g_att[s:e] = (An[:, :, None] * dn).sum(1) + A.sum(1, keepdim=True) * Hi - A @ Hc
+        R = wK.mul_(Ks)  # w K^2
+        Kn.mul_(Kn)
+        g_rep[s:e] = (Kn[:, :, None] * dn).sum(1) + R.sum(1, keepdim=True) * Hi - R @ Hc
+    grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
+    qs = _quant_scale(n, quantization)
+    Rq = H - sign_pm1(H)
+    grad += (2.0 * gamma * qs) * Rq
+    loss = math.nan
+    if with_loss:
+        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
+    return loss, grad
 
 
 @dataclass
@@ -305,20 +434,52 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             lr: float = 0.05, max_iter: int = 100, tol: float = 1e-4, chunk_size: int = 256,
             check_every: int = 10,
             cache_bytes: int = 2 * 1024**3, rng: np.random.Generator | None = None,
-            dtype=torch.float32, callback=None, perplexity: float = 30.0, kernel_scale: float = 1.0,
-            balance: float = 0.0, decorrelation: float = 0.0) -> GBEResult:
+            dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
+            n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
+            kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0) -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
     change with n). The loss is evaluated every ``check_every`` iterations (``loss`` holds
     ``(iteration, value)`` pairs); it stops when it changes by less than ``tol`` (relative) between
     two evaluations.
+
+    ``solver="exact"`` computes the full gradient over all n^2 pairs at every step;
+    ``"approx"`` uses :func:`gbe_loss_and_grad_sampled` (``n_neighbors`` exact neighbours of S^Y
+    and ``n_samples`` fresh uniform draws per block of rows and step, O(n (k + m) (c + d)) per
+    step; the loss
+    it checks is estimated on one fixed set of draws, so successive values are comparable);
+    ``"auto"`` picks ``"approx"`` from :data:`APPROX_MIN_N` objects on, for the paper's loss only
+    (``similarity="perplexity"`` and the extra terms use the exact solver). ``device`` is where the
+    tensors live (``"cpu"`` or ``"cuda"``); the draws come from a CPU generator seeded by ``rng``,
+    so they do not depend on the device. ``timings``, when given, accumulates seconds spent
+    building S^Y (``"setup"``) and in the steps (``"steps"``).
     """
+    if solver not in ("auto", "exact", "approx"):
+        raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
+    paper_loss = similarity != "perplexity" and kernel_scale == 1.0 and not balance and not decorrelation
+    if solver == "auto":
+        solver = "approx" if Y.shape[0] >= APPROX_MIN_N and paper_loss else "exact"
+    if solver == "approx" and not paper_loss:
+        raise ParameterError("the approximate GBE solver supports the paper's loss only (similarity 'clip', "
+                             "'shift' or 'raw', kernel_scale 1, no balance or decorrelation term); use the "
+                             "exact solver")
+    t0 = time.perf_counter()
     rng = np.random.default_rng(rng)
-    Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=dtype)
-    S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity)
+    Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=dtype).to(device)
+    if solver == "exact":
+        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity)
+    else:
+        S = SampledSimilarity(Yt, similarity, n_neighbors=n_neighbors, chunk_size=chunk_size)
     H0 = init_codes(Y, n_bits, init, rng) if H_init is None else np.asarray(H_init)
-    H = torch.tensor(H0, dtype=dtype)
+    H = torch.tensor(H0, dtype=dtype, device=device)
+    if solver == "approx":
+        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        n, m = H.shape[0], int(n_samples)
+        J_eval = draw_columns(n, m, chunk_size, gen).to(device)
+    if timings is not None:
+        timings["setup"] = timings.get("setup", 0.0) + time.perf_counter() - t0
+    t0 = time.perf_counter()
     opt = torch.optim.Adam([H.requires_grad_()], lr=lr)
     losses = []
     converged = False
@@ -326,9 +487,16 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     for it in range(1, max_iter + 1):
         check = it == 1 or it % check_every == 0 or it == max_iter
         with torch.no_grad():
-            loss, grad = gbe_loss_and_grad(H.detach(), S, gamma, quantization, chunk_size, with_loss=check,
-                                           kernel_scale=kernel_scale, balance=balance,
-                                           decorrelation=decorrelation)
+            if solver == "exact":
+                loss, grad = gbe_loss_and_grad(H.detach(), S, gamma, quantization, chunk_size, with_loss=check,
+                                               kernel_scale=kernel_scale, balance=balance,
+                                               decorrelation=decorrelation)
+            else:
+                if check:
+                    loss, _ = gbe_loss_and_grad_sampled(H.detach(), S, J_eval, gamma, quantization, chunk_size)
+                J = draw_columns(n, m, chunk_size, gen).to(device)
+                _, grad = gbe_loss_and_grad_sampled(H.detach(), S, J, gamma, quantization, chunk_size,
+                                                    with_loss=False)
         if check:
             losses.append((it, loss))
             if callback is not None:
@@ -342,6 +510,8 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     if not converged and max_iter >= 10:
         warnings.warn(f"GBE stopped at max_iter={max_iter} before its loss settled (tol {tol:g})",
                       ConvergenceWarning, stacklevel=2)
-    Hd = H.detach().to(torch.float64).numpy()
+    if timings is not None:
+        timings["steps"] = timings.get("steps", 0.0) + time.perf_counter() - t0
+    Hd = H.detach().cpu().to(torch.float64).numpy()
     return GBEResult(codes=np.where(Hd > 0, 1, -1).astype(np.int8), relaxed=Hd, loss=losses,
                      n_iter=it, converged=converged)

@@ -25,6 +25,7 @@ in a worker thread, so a slow image query does not hold up the thumbnails.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -38,7 +39,8 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..collection import TARGETS, Collection, CollectionError
+from ..collection import TARGETS, Collection
+from ..errors import DmhError, MissingDependencyError, ParameterError, UnknownItemError
 
 __all__ = ["BackgroundServer", "Limits", "create_app", "run"]
 
@@ -145,11 +147,11 @@ def create_app(collection, limits: Limits | None = None) -> Starlette:
     async def on_http(request: Request, exc: HTTPException):
         return _error(exc.status_code, exc.detail if isinstance(exc.detail, str) else str(exc.detail))
 
-    async def on_key(request: Request, exc: KeyError):
-        return _error(404, str(exc.args[0]) if exc.args else "not found")
+    async def on_unknown(request: Request, exc: UnknownItemError):
+        return _error(404, str(exc))
 
-    async def on_value(request: Request, exc: ValueError):
-        return _error(400, str(exc))
+    async def on_user_error(request: Request, exc: DmhError):  # the request is wrong: 400
+        return _error(400, " ".join(str(exc).split()))
 
     async def on_import(request: Request, exc: ImportError):  # a featurizer's extra is missing
         return _error(503, str(exc))
@@ -167,8 +169,9 @@ def create_app(collection, limits: Limits | None = None) -> Starlette:
     ]
     app = Starlette(
         routes=routes,
-        exception_handlers={HTTPException: on_http, KeyError: on_key, ValueError: on_value,
-                            CollectionError: on_value, ImportError: on_import},
+        # only the dmh family is an answer to the client; anything else is a bug (500, logged)
+        exception_handlers={HTTPException: on_http, UnknownItemError: on_unknown, DmhError: on_user_error,
+                            MissingDependencyError: on_import},
     )
     app.state.collection = col
     app.state.limits = limits
@@ -222,6 +225,7 @@ def run(collection, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits
     """Open the collection and serve it until interrupted."""
     import uvicorn
 
+    _check_listen(host, port)
     col = Collection(collection)
     col.warm()
     app = create_app(col, limits)
@@ -231,6 +235,24 @@ def run(collection, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits
     log(f"serving {collection} ({s['items']} items: {s['images']} photos, {s['texts']} captions) "
         f"on http://{host}:{port}/  (Ctrl-C to stop)")
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Before loading anything: ``host:port`` can be listened on (a valid address, a free port)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ParameterError(f"--host: cannot use {host!r} as an address to listen on ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            why = "the port is in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            raise ParameterError(f"--host/--port: cannot listen on {host}:{port}: {why}") from None
 
 
 class BackgroundServer:
