@@ -127,46 +127,95 @@ def test_sampled_solver_is_exact_when_every_pair_is_a_neighbour(kind):
     torch.testing.assert_close(g2, g1, rtol=1e-9, atol=1e-12)
 
 
-def test_sampled_gradient_is_unbiased():
-    Y, H, S = _setup(n=50)
-    Ss = gbe.SampledSimilarity(Y, "clip", n_neighbors=3)
+@pytest.mark.parametrize("kind", ["clip", "perplexity"])
+def test_sampled_solver_is_exact_when_the_draws_cover_every_pair(kind):
+    # every block draws each object once (weight n / m = 1): the estimate is the exact sum
+    n = 37
+    Y, H, _ = _setup(n=n)
+    S = gbe.PairSimilarity(Y, kind, perplexity=3.0)
+    Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=4, chunk_size=7, perplexity=3.0)
+    if kind == "perplexity":  # the neighbours are P's nonzeros, a different number per row
+        deg = (S.cache > 0).sum(1)
+        assert Ss.nbrs.shape[1] == int(deg.max()) < n - 1 and int(deg.min()) < int(deg.max())
+        assert Ss.plogp == pytest.approx(S.plogp, rel=1e-12)
+    J = torch.arange(n).repeat(-(-n // 11), 1)
+    for q in ("mean", "sum"):
+        l1, g1 = gbe.gbe_loss_and_grad(H, S, 0.2, q)
+        l2, g2 = gbe.gbe_loss_and_grad_sampled(H, Ss, J, 0.2, q, chunk_size=11)
+        assert l2 == pytest.approx(l1, rel=1e-10)
+        torch.testing.assert_close(g2, g1, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["clip", "perplexity"])
+def test_sampled_gradient_is_unbiased(kind):
+    Y, H, _ = _setup(n=50)
+    S = gbe.PairSimilarity(Y, kind, perplexity=3.0)
+    Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=3, perplexity=3.0)
     _, g_exact = gbe.gbe_loss_and_grad(H, S, 0.0)
     gen = torch.Generator().manual_seed(1)
     # the normaliser enters as 1/Z, so single draws are biased by O(var Z / Z^2); averaged over many
-    # draws the estimate must come close to the exact gradient
-    g = sum(gbe.gbe_loss_and_grad_sampled(H, Ss, gbe.draw_columns(50, 40, 16, gen), 0.0, chunk_size=16)[1]
-            for _ in range(300)) / 300
-    err = (g - g_exact).norm() / g_exact.norm()
-    assert err < 0.05
+    # draws the estimate must come close to the exact gradient, much closer than one draw does
+    gs = [gbe.gbe_loss_and_grad_sampled(H, Ss, gbe.draw_columns(50, 40, 16, gen), 0.0, chunk_size=16)[1]
+          for _ in range(400)]
+    err = float((sum(gs) / len(gs) - g_exact).norm() / g_exact.norm())
+    one = float((gs[0] - g_exact).norm() / g_exact.norm())
+    assert err < 0.04 and err < one / 8
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_approx_solver_lowers_the_exact_loss_and_is_reproducible():
+@pytest.mark.parametrize("kind", ["clip", "perplexity"])
+def test_approx_solver_lowers_the_exact_loss_and_is_reproducible(kind):
     g = torch.Generator().manual_seed(0)
     centres = torch.randn(4, 10, generator=g, dtype=torch.float64) * 3
     Y = (centres.repeat_interleave(50, 0) + torch.randn(200, 10, generator=g, dtype=torch.float64)).numpy()
-    S = gbe.PairSimilarity(torch.as_tensor(Y), "clip")
+    S = gbe.PairSimilarity(torch.as_tensor(Y), kind, perplexity=10.0)
     H0 = gbe.init_codes(Y, 8, "projection", np.random.default_rng(0))
-    a = gbe.fit_gbe(Y, 8, H_init=H0, solver="approx", n_neighbors=5, n_samples=10, max_iter=80, rng=2,
-                    dtype=torch.float64)
-    b = gbe.fit_gbe(Y, 8, H_init=H0, solver="approx", n_neighbors=5, n_samples=10, max_iter=80, rng=2,
-                    dtype=torch.float64)
+    kw = dict(similarity=kind, perplexity=10.0, H_init=H0, solver="approx", n_neighbors=5, n_samples=10,
+              max_iter=80, rng=2, dtype=torch.float64)
+    a = gbe.fit_gbe(Y, 8, **kw)
+    b = gbe.fit_gbe(Y, 8, **kw)
     assert np.array_equal(a.relaxed, b.relaxed)
     l0, _ = gbe.gbe_loss_and_grad(torch.as_tensor(H0), S, 0.01)
     l1, _ = gbe.gbe_loss_and_grad(torch.as_tensor(a.relaxed), S, 0.01)
     assert l1 < l0 - 0.05
+    # the clusters separate in Hamming space
+    y = np.repeat(np.arange(4), 50)
+    ham = (8 - a.codes.astype(int) @ a.codes.T.astype(int)) / 2
+    assert ham[y[:, None] == y[None, :]].mean() < ham[y[:, None] != y[None, :]].mean() - 1
 
 
 def test_solver_argument_checked():
+    Y = np.random.default_rng(0).normal(size=(20, 4))
     with pytest.raises(ValueError, match="gbe_solver"):
-        gbe.fit_gbe(np.random.default_rng(0).normal(size=(20, 4)), 4, solver="fast")
+        gbe.fit_gbe(Y, 4, solver="fast")
+    for extra in (dict(kernel_scale=2.0), dict(balance=0.1), dict(decorrelation=0.1)):
+        with pytest.raises(ValueError, match="gbe_solver='approx' supports kernel_scale 1"):
+            gbe.fit_gbe(Y, 4, solver="approx", similarity="perplexity", perplexity=3.0, **extra)
+
+
+def test_auto_solver_switches_at_approx_min_n_for_both_similarities(monkeypatch):
+    Y = np.random.default_rng(0).normal(size=(40, 5))
+    used = []
+    real = gbe.gbe_loss_and_grad_sampled
+    monkeypatch.setattr(gbe, "gbe_loss_and_grad_sampled", lambda *a, **k: used.append(1) or real(*a, **k))
+    for kind in ("clip", "perplexity"):
+        for min_n, approx in ((41, False), (40, True)):
+            monkeypatch.setattr(gbe, "APPROX_MIN_N", min_n)
+            used.clear()
+            gbe.fit_gbe(Y, 4, similarity=kind, perplexity=5.0, max_iter=3, rng=0, solver="auto")
+            assert bool(used) == approx
+            used.clear()
+            gbe.fit_gbe(Y, 4, similarity=kind, perplexity=5.0, max_iter=3, rng=0, solver="auto", balance=0.1)
+            assert not used
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("solver", ["exact", "approx"])
-def test_cuda_matches_cpu(solver):
+@pytest.mark.parametrize("kind", ["clip", "perplexity"])
+def test_cuda_matches_cpu(solver, kind):
     Y = np.random.default_rng(0).normal(size=(300, 12)) + 0.2
-    kw = dict(solver=solver, max_iter=40, rng=0, dtype=torch.float64, n_neighbors=10, n_samples=20)
+    kw = dict(solver=solver, max_iter=40, rng=0, dtype=torch.float64, n_neighbors=10, n_samples=20,
+              similarity=kind, perplexity=10.0)
     a = gbe.fit_gbe(Y, 8, device="cpu", **kw)
     b = gbe.fit_gbe(Y, 8, device="cuda", **kw)
     np.testing.assert_allclose(b.relaxed, a.relaxed, rtol=1e-6, atol=1e-8)

@@ -84,8 +84,10 @@ class DMH(BaseHasher):
         Solver settings.
     gbe_solver : {"auto", "exact", "approx"}
         GBE's gradient over all n^2 pairs (``"exact"``) or its O(n k) estimate from each object's
-        nearest neighbours of S^Y plus sampled pairs (``"approx"``); ``"auto"`` switches to
-        ``"approx"`` from :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on.
+        nearest neighbours of S^Y (for ``similarity="perplexity"`` the nonzeros of P) plus
+        sampled pairs (``"approx"``); ``"auto"`` switches to ``"approx"`` from
+        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, unless
+        ``kernel_scale``, ``gbe_balance`` or ``gbe_decorrelation`` is set (exact solver only).
     device : {"auto", "cpu", "cuda"}
         Where GBE and DAM run (``"auto"``: CUDA when available). CLE and all randomness stay on the
         CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.

@@ -271,11 +271,17 @@ class SampledSimilarity:
     One blockwise pass over all pairs (O(n^2 d) time once, O(n chunk) memory) finds the
     neighbours, the normaliser and ``sum P log P``; nothing n x n is stored."""
 
-    def __init__(self, Y: torch.Tensor, kind: str = "clip", n_neighbors: int = 15, chunk_size: int = 1024):
+    def __init__(self, Y: torch.Tensor, kind: str = "clip", n_neighbors: int = 15, chunk_size: int = 1024,
+                 perplexity: float = 30.0):
         if kind not in SIMILARITIES:
             raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
         n = Y.shape[0]
         self.Y, self.kind, self.n = Y, kind, n
+        self.sparse = kind == "perplexity"
+        self.degree = None  # neighbours per row when they vary (perplexity); else all rows have k
+        if self.sparse:
+            self._from_sparse(perplexity)
+            return
         k = int(min(n_neighbors, n - 1))
         self.shift = 0.0
         if kind == "shift":
@@ -309,6 +315,26 @@ class SampledSimilarity:
         self.nbrs = nbrs
         self.p_nbrs = vals / total
 
+    def _from_sparse(self, perplexity: float):
+        """t-SNE's P (:func:`perplexity_similarity`): its nonzeros are the neighbours, every other
+        entry is zero. Row ``i``'s neighbours fill the first ``degree[i]`` slots of ``nbrs``; the
+        other slots hold ``i`` itself with ``P = 0`` (masked out in the sums)."""
+        Y = self.Y
+        P = perplexity_similarity(Y.detach().cpu().numpy(), perplexity)
+        P.sort_indices()
+        deg = np.diff(P.indptr)
+        n, k = self.n, max(int(deg.max()), 1)
+        slot = np.arange(k)[None, :] < deg[:, None]
+        nbrs = np.repeat(np.arange(n)[:, None], k, 1)
+        vals = np.zeros((n, k))
+        nbrs[slot], vals[slot] = P.indices, P.data  # row-major order = CSR order
+        self.total = 1.0
+        self.plogp = float((P.data * np.log(P.data)).sum())
+        self.nbrs = torch.as_tensor(nbrs, dtype=torch.long, device=Y.device)
+        self.p_nbrs = torch.as_tensor(vals, dtype=Y.dtype, device=Y.device)
+        self.degree = deg
+        self.slot = torch.as_tensor(slot, dtype=Y.dtype, device=Y.device)
+
     def _f(self, G: torch.Tensor) -> torch.Tensor:
         if self.kind == "clip":
             return G.clamp_(min=0.0)
@@ -322,7 +348,10 @@ class SampledSimilarity:
         return G
 
     def block(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-        """``S^Y`` of every pair ``(rows[i], cols[j])`` (pairs of an object with itself give 0)."""
+        """``S^Y`` of every pair ``(rows[i], cols[j])`` that is not a neighbour pair (pairs of an
+        object with itself give 0; for the sparse ``"perplexity"`` P every such entry is 0)."""
+        if self.sparse:
+            return torch.zeros((len(rows), len(cols)), dtype=self.Y.dtype, device=self.Y.device)
         G = self._f(self.Y[rows] @ self.Y[cols].T)
         return G.masked_fill_(cols[None, :] == rows[:, None], 0.0).div_(self.total)
 
@@ -344,7 +373,12 @@ def gbe_loss_and_grad_sampled(H: torch.Tensor, S: SampledSimilarity, J: torch.Te
     or one of its neighbours count zero, the others ``(n - 1) / m``): the attraction
     ``sum_j P_ij K_ij (h_i - h_j)``, the repulsion ``sum_j K_ij^2 (h_i - h_j)``, the normaliser
     ``Z`` and ``sum P log K`` alike. This is negative sampling as in LargeVis and UMAP, but the
-    normalised t-SNE-style objective is kept, so both solvers minimise the same loss."""
+    normalised t-SNE-style objective is kept, so both solvers minimise the same loss.
+
+    For the sparse ``similarity="perplexity"`` (``S.sparse``) the neighbours are the nonzeros of
+    P, so the attraction and ``sum P log K`` are exact and only ``Z`` and the repulsion are
+    estimated; rows have different numbers of neighbours, and each block is padded to its
+    largest (padding slots masked out)."""
     n, m = H.shape[0], J.shape[1]
     nb, pnb = S.nbrs, S.p_nbrs
     sq = (H * H).sum(1)
@@ -352,30 +386,37 @@ def gbe_loss_and_grad_sampled(H: torch.Tensor, S: SampledSimilarity, J: torch.Te
     cross = 0.0
     g_att = torch.empty_like(H)
     g_rep = torch.empty_like(H)
-    scale = (n - 1) / m
+    scale = n / m  # a draw is one of n objects: E[(n / m) sum over m draws] = the sum over the rest
     for b, s in enumerate(range(0, n, chunk_size)):
         e = min(s + chunk_size, n)
         rows = torch.arange(s, e, device=H.device)
         cols = J[b]
         Hi = H[s:e]
+        kb = nb.shape[1] if S.degree is None else max(int(S.degree[s:e].max()), 1)
+        nbb, pnbb = nb[s:e, :kb], pnb[s:e, :kb]
         # neighbours: gathered, exact
-        dn = Hi[:, None, :] - H[nb[s:e]]  # (b, k, c)
+        dn = Hi[:, None, :] - H[nbb]  # (b, k, c)
         Kn = (dn * dn).sum(-1).mul_(0.25).add_(1.0).reciprocal_()
+        if with_loss:  # padding slots: P = 0 and K = 1, so they add nothing here
+            cross += float((pnbb * torch.log(Kn)).sum(dtype=torch.float64))
+        if S.degree is not None:
+            Kn.mul_(S.slot[s:e, :kb])
         # drawn objects: one block of pairs, by matrix products
         Hc = H[cols]
         Ks = torch.addmm(sq[cols][None, :], Hi, Hc.T, beta=1.0, alpha=-2.0)
         Ks.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25).add_(1.0).reciprocal_()
-        hit = (nb[s:e][:, :, None] == cols[None, None, :]).any(1) | (cols[None, :] == rows[:, None])
+        hit = (nbb[:, :, None] == cols[None, None, :]).any(1) | (cols[None, :] == rows[:, None])
         w = (~hit).to(H.dtype).mul_(scale)
-        Ps = S.block(rows, cols)
         wK = w.mul_(Ks)
         Zq += float(Kn.sum(dtype=torch.float64)) + float(wK.sum(dtype=torch.float64))
-        if with_loss:
-            cross += float((pnb[s:e] * torch.log(Kn)).sum(dtype=torch.float64))
-            cross += float((wK / Ks * Ps * torch.log(Ks)).sum(dtype=torch.float64))
-        A = Ps.mul_(wK)  # w P K over the drawn pairs
-        An = pnb[s:e] * Kn
-        g_att[s:e] = (An[:, :, None] * dn).sum(1) + A.sum(1, keepdim=True) * Hi - A @ Hc
+        An = pnbb * Kn
+        g_att[s:e] = (An[:, :, None] * dn).sum(1)
+        if not S.sparse:  # drawn pairs outside the neighbours: S^Y is zero there for sparse P
+            Ps = S.block(rows, cols)
+            if with_loss:
+                cross += float((wK / Ks * Ps * torch.log(Ks)).sum(dtype=torch.float64))
+            A = Ps.mul_(wK)  # w P K over the drawn pairs
+            g_att[s:e] += A.sum(1, keepdim=True) * Hi - A @ Hc
         R = wK.mul_(Ks)  # w K^2
         Kn.mul_(Kn)
         g_rep[s:e] = (Kn[:, :, None] * dn).sum(1) + R.sum(1, keepdim=True) * Hi - R @ Hc
@@ -445,32 +486,32 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     two evaluations.
 
     ``solver="exact"`` computes the full gradient over all n^2 pairs at every step;
-    ``"approx"`` uses :func:`gbe_loss_and_grad_sampled` (``n_neighbors`` exact neighbours of S^Y
-    and ``n_samples`` fresh uniform draws per block of rows and step, O(n (k + m) (c + d)) per
-    step; the loss
-    it checks is estimated on one fixed set of draws, so successive values are comparable);
-    ``"auto"`` picks ``"approx"`` from :data:`APPROX_MIN_N` objects on, for the paper's loss only
-    (``similarity="perplexity"`` and the extra terms use the exact solver). ``device`` is where the
+    ``"approx"`` uses :func:`gbe_loss_and_grad_sampled` (``n_neighbors`` exact neighbours of S^Y,
+    or for ``similarity="perplexity"`` the nonzeros of its sparse P, and ``n_samples`` fresh
+    uniform draws per block of rows and step, O(n (k + m) (c + d)) per step; the loss it checks
+    is estimated on one fixed set of draws, so successive values are comparable); ``"auto"``
+    picks ``"approx"`` from :data:`APPROX_MIN_N` objects on, unless ``kernel_scale``,
+    ``balance`` or ``decorrelation`` is set (those terms have the exact solver only). ``device`` is where the
     tensors live (``"cpu"`` or ``"cuda"``); the draws come from a CPU generator seeded by ``rng``,
     so they do not depend on the device. ``timings``, when given, accumulates seconds spent
     building S^Y (``"setup"``) and in the steps (``"steps"``).
     """
     if solver not in ("auto", "exact", "approx"):
         raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
-    paper_loss = similarity != "perplexity" and kernel_scale == 1.0 and not balance and not decorrelation
+    plain_loss = kernel_scale == 1.0 and not balance and not decorrelation
     if solver == "auto":
-        solver = "approx" if Y.shape[0] >= APPROX_MIN_N and paper_loss else "exact"
-    if solver == "approx" and not paper_loss:
-        raise ParameterError("the approximate GBE solver supports the paper's loss only (similarity 'clip', "
-                             "'shift' or 'raw', kernel_scale 1, no balance or decorrelation term); use the "
-                             "exact solver")
+        solver = "approx" if Y.shape[0] >= APPROX_MIN_N and plain_loss else "exact"
+    if solver == "approx" and not plain_loss:
+        raise ParameterError("gbe_solver='approx' supports kernel_scale 1 without balance or decorrelation "
+                             "terms only; use gbe_solver='exact' with these options")
     t0 = time.perf_counter()
     rng = np.random.default_rng(rng)
     Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=dtype).to(device)
     if solver == "exact":
         S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity)
     else:
-        S = SampledSimilarity(Yt, similarity, n_neighbors=n_neighbors, chunk_size=chunk_size)
+        S = SampledSimilarity(Yt, similarity, n_neighbors=n_neighbors, chunk_size=chunk_size,
+                              perplexity=perplexity)
     H0 = init_codes(Y, n_bits, init, rng) if H_init is None else np.asarray(H_init)
     H = torch.tensor(H0, dtype=dtype, device=device)
     if solver == "approx":
