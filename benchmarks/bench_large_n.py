@@ -10,7 +10,7 @@ Part 2 (``--fit-n``, e.g. 100000): one full DMH fit at that size with the defaul
 ``gbe_solver="auto"`` (approximate from 10,000 objects on), by ``bench_fit.py``; prints its
 per-stage table and peak memory.
 
-    python benchmarks/bench_large_n.py [--compare-n 10000] [--fit-n 0] [--bits 64] [--device cpu]
+    python benchmarks/bench_large_n.py [--compare-n 10000] [--similarity clip] [--fit-n 0] [--bits 64] [--device cpu]
         [--threads N] [--out large_n.json]
 """
 
@@ -44,7 +44,7 @@ def cle_features(data, seed: int = 0) -> np.ndarray:
         return cle.fit_cle(views, masks, d=512, rng=np.random.default_rng(seed)).Y
 
 
-def compare(n: int, bits: int, device: str, samples: list[int], seed: int = 0) -> dict:
+def compare(n: int, bits: int, device: str, samples: list[int], seed: int = 0, similarity: str = "clip") -> dict:
     import torch
     from bench_fit import synthetic
 
@@ -56,9 +56,10 @@ def compare(n: int, bits: int, device: str, samples: list[int], seed: int = 0) -
     Y = cle_features(data, seed)
     t_cle = time.perf_counter() - t0
     H0 = gbe.init_codes(Y, bits, "projection", np.random.default_rng(seed))
-    S = gbe.PairSimilarity(torch.as_tensor(Y, dtype=torch.float32), "clip")
+    S = gbe.PairSimilarity(torch.as_tensor(Y, dtype=torch.float32), similarity)
     q = np.arange(min(1000, n))
-    out = {"n": n, "bits": bits, "device": device, "clock": "cpu" if time.perf_counter is time.process_time else "wall",
+    clock = "cpu" if time.perf_counter is time.process_time else "wall"
+    out = {"n": n, "bits": bits, "similarity": similarity, "device": device, "clock": clock,
            "cle_seconds": round(t_cle, 1), "runs": []}
     runs = [("exact", {})] + [("approx", {"n_samples": m}) for m in samples]
     for solver, extra in runs:
@@ -67,6 +68,7 @@ def compare(n: int, bits: int, device: str, samples: list[int], seed: int = 0) -
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
             g = gbe.fit_gbe(Y, bits, H_init=H0, max_iter=150, tol=1e-5, solver=solver, device=device,
+                            similarity=similarity,
                             rng=np.random.default_rng(seed), timings=t, **extra)
             wall = time.perf_counter() - t0
         H = torch.as_tensor(g.relaxed, dtype=torch.float32)
@@ -90,6 +92,8 @@ def main(argv=None):
     ap.add_argument("--samples", default="30", help="comma-separated n_samples of the approximate runs")
     ap.add_argument("--fit-n", type=int, default=0, help="objects of the end-to-end fit (0: none)")
     ap.add_argument("--bits", type=int, default=64)
+    ap.add_argument("--similarity", choices=("clip", "perplexity"), default="clip",
+                    help="S^Y of the comparison (perplexity: the default of DMH, 30)")
     ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--cpu-clock", action="store_true",
@@ -109,7 +113,8 @@ def main(argv=None):
     device = resolve_device(args.device)
     result = {}
     if args.compare_n:
-        result["compare"] = compare(args.compare_n, args.bits, device, [int(s) for s in args.samples.split(",")])
+        result["compare"] = compare(args.compare_n, args.bits, device, [int(s) for s in args.samples.split(",")],
+                                    similarity=args.similarity)
         print(json.dumps(result["compare"], indent=1), flush=True)
     if args.fit_n:
         import bench_fit

@@ -278,7 +278,6 @@ class SampledSimilarity:
         n = Y.shape[0]
         self.Y, self.kind, self.n = Y, kind, n
         self.sparse = kind == "perplexity"
-        self.degree = None  # neighbours per row when they vary (perplexity); else all rows have k
         if self.sparse:
             self._from_sparse(perplexity)
             return
@@ -316,24 +315,22 @@ class SampledSimilarity:
         self.p_nbrs = vals / total
 
     def _from_sparse(self, perplexity: float):
-        """t-SNE's P (:func:`perplexity_similarity`): its nonzeros are the neighbours, every other
-        entry is zero. Row ``i``'s neighbours fill the first ``degree[i]`` slots of ``nbrs``; the
-        other slots hold ``i`` itself with ``P = 0`` (masked out in the sums)."""
+        """t-SNE's P (:func:`perplexity_similarity`): its nonzeros are the neighbours (a different
+        number per row, kept as an edge list in CSR order), every other entry is zero."""
         Y = self.Y
         P = perplexity_similarity(Y.detach().cpu().numpy(), perplexity)
         P.sort_indices()
-        deg = np.diff(P.indptr)
-        n, k = self.n, max(int(deg.max()), 1)
-        slot = np.arange(k)[None, :] < deg[:, None]
-        nbrs = np.repeat(np.arange(n)[:, None], k, 1)
-        vals = np.zeros((n, k))
-        nbrs[slot], vals[slot] = P.indices, P.data  # row-major order = CSR order
+        n = self.n
+        dev = Y.device
         self.total = 1.0
         self.plogp = float((P.data * np.log(P.data)).sum())
-        self.nbrs = torch.as_tensor(nbrs, dtype=torch.long, device=Y.device)
-        self.p_nbrs = torch.as_tensor(vals, dtype=Y.dtype, device=Y.device)
-        self.degree = deg
-        self.slot = torch.as_tensor(slot, dtype=Y.dtype, device=Y.device)
+        self.indptr = P.indptr.astype(np.int64)
+        self.degree = torch.as_tensor(np.diff(self.indptr), device=dev)
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
+        self.erow = torch.as_tensor(rows, device=dev)
+        self.ecol = torch.as_tensor(P.indices.astype(np.int64), device=dev)
+        self.eval = torch.as_tensor(P.data, dtype=Y.dtype, device=dev)
+        self.keys = self.erow * n + self.ecol  # sorted (CSR order), for lookups of drawn pairs
 
     def _f(self, G: torch.Tensor) -> torch.Tensor:
         if self.kind == "clip":
@@ -354,6 +351,13 @@ class SampledSimilarity:
             return torch.zeros((len(rows), len(cols)), dtype=self.Y.dtype, device=self.Y.device)
         G = self._f(self.Y[rows] @ self.Y[cols].T)
         return G.masked_fill_(cols[None, :] == rows[:, None], 0.0).div_(self.total)
+
+
+def _csr(crow, col, values, size):
+    """A torch CSR matrix, without its one-time 'beta' warning (its products are exact)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, col, values, size=size, check_invariants=False)
 
 
 def draw_columns(n: int, n_samples: int, chunk_size: int, generator: torch.Generator) -> torch.Tensor:
@@ -377,49 +381,69 @@ def gbe_loss_and_grad_sampled(H: torch.Tensor, S: SampledSimilarity, J: torch.Te
 
     For the sparse ``similarity="perplexity"`` (``S.sparse``) the neighbours are the nonzeros of
     P, so the attraction and ``sum P log K`` are exact and only ``Z`` and the repulsion are
-    estimated; rows have different numbers of neighbours, and each block is padded to its
-    largest (padding slots masked out)."""
+    estimated; rows have different numbers of neighbours, so a block's rows of P are a sparse
+    CSR matrix (``torch.sparse.sampled_addmm`` for ``h_i'h_j`` on its nonzeros, then sparse
+    times dense products): O(nnz(P) c) per step."""
     n, m = H.shape[0], J.shape[1]
-    nb, pnb = S.nbrs, S.p_nbrs
+    nb, pnb = (None, None) if S.sparse else (S.nbrs, S.p_nbrs)
     sq = (H * H).sum(1)
     Zq = 0.0
     cross = 0.0
     g_att = torch.empty_like(H)
     g_rep = torch.empty_like(H)
     scale = n / m  # a draw is one of n objects: E[(n / m) sum over m draws] = the sum over the rest
+    H1 = torch.cat([H, torch.ones_like(H[:, :1])], 1) if S.sparse else None
     for b, s in enumerate(range(0, n, chunk_size)):
         e = min(s + chunk_size, n)
         rows = torch.arange(s, e, device=H.device)
         cols = J[b]
         Hi = H[s:e]
-        kb = nb.shape[1] if S.degree is None else max(int(S.degree[s:e].max()), 1)
-        nbb, pnbb = nb[s:e, :kb], pnb[s:e, :kb]
-        # neighbours: gathered, exact
-        dn = Hi[:, None, :] - H[nbb]  # (b, k, c)
-        Kn = (dn * dn).sum(-1).mul_(0.25).add_(1.0).reciprocal_()
-        if with_loss:  # padding slots: P = 0 and K = 1, so they add nothing here
-            cross += float((pnbb * torch.log(Kn)).sum(dtype=torch.float64))
-        if S.degree is not None:
-            Kn.mul_(S.slot[s:e, :kb])
+        if S.sparse:  # P's nonzeros, exact, as sparse rows: h_i'h_j on them only, then sparse products
+            a, z = int(S.indptr[s]), int(S.indptr[e])
+            crow = torch.as_tensor(S.indptr[s:e + 1] - a, device=H.device)
+            col = S.ecol[a:z]
+            pattern = _csr(crow, col, torch.zeros_like(S.eval[a:z]), size=(e - s, n))
+            dots = torch.sparse.sampled_addmm(pattern, Hi, H.T).values()
+            Kn = (sq[S.erow[a:z]] + sq[col]).sub_(dots, alpha=2.0).clamp_(min=0.0)
+            Kn.mul_(0.25).add_(1.0).reciprocal_()
+            if with_loss:
+                cross += float((S.eval[a:z] * torch.log(Kn)).sum(dtype=torch.float64))
+        else:  # the k neighbours of every row: gathered, exact
+            dn = Hi[:, None, :] - H[nb[s:e]]  # (b, k, c)
+            Kn = (dn * dn).sum(-1).mul_(0.25).add_(1.0).reciprocal_()
+            if with_loss:
+                cross += float((pnb[s:e] * torch.log(Kn)).sum(dtype=torch.float64))
         # drawn objects: one block of pairs, by matrix products
         Hc = H[cols]
         Ks = torch.addmm(sq[cols][None, :], Hi, Hc.T, beta=1.0, alpha=-2.0)
         Ks.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25).add_(1.0).reciprocal_()
-        hit = (nbb[:, :, None] == cols[None, None, :]).any(1) | (cols[None, :] == rows[:, None])
+        if S.sparse:
+            key = rows[:, None] * n + cols[None, :]
+            at = torch.searchsorted(S.keys, key).clamp_(max=S.keys.numel() - 1)
+            hit = (S.keys[at] == key) | (cols[None, :] == rows[:, None])
+        else:
+            hit = (nb[s:e][:, :, None] == cols[None, None, :]).any(1) | (cols[None, :] == rows[:, None])
         w = (~hit).to(H.dtype).mul_(scale)
         wK = w.mul_(Ks)
         Zq += float(Kn.sum(dtype=torch.float64)) + float(wK.sum(dtype=torch.float64))
-        An = pnbb * Kn
-        g_att[s:e] = (An[:, :, None] * dn).sum(1)
-        if not S.sparse:  # drawn pairs outside the neighbours: S^Y is zero there for sparse P
+        if S.sparse:  # drawn pairs outside the neighbours: S^Y is zero there
+            # sum_j A_ij (h_i - h_j) = (A 1)_i h_i - (A H)_i, both from one product with [H 1]
+            o = _csr(crow, col, S.eval[a:z] * Kn, size=(e - s, n)) @ H1
+            g_att[s:e] = o[:, -1:] * Hi - o[:, :-1]
+            o = _csr(crow, col, Kn.mul_(Kn), size=(e - s, n)) @ H1
+            g_rep[s:e] = o[:, -1:] * Hi - o[:, :-1]
+        else:
+            An = pnb[s:e] * Kn
+            g_att[s:e] = (An[:, :, None] * dn).sum(1)
             Ps = S.block(rows, cols)
             if with_loss:
                 cross += float((wK / Ks * Ps * torch.log(Ks)).sum(dtype=torch.float64))
             A = Ps.mul_(wK)  # w P K over the drawn pairs
             g_att[s:e] += A.sum(1, keepdim=True) * Hi - A @ Hc
+            Kn.mul_(Kn)
+            g_rep[s:e] = (Kn[:, :, None] * dn).sum(1)
         R = wK.mul_(Ks)  # w K^2
-        Kn.mul_(Kn)
-        g_rep[s:e] = (Kn[:, :, None] * dn).sum(1) + R.sum(1, keepdim=True) * Hi - R @ Hc
+        g_rep[s:e] += R.sum(1, keepdim=True) * Hi - R @ Hc
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
     qs = _quant_scale(n, quantization)
     Rq = H - sign_pm1(H)
