@@ -29,7 +29,6 @@ atomically; ``HammingIndex.load`` restores them exactly.
 
 from __future__ import annotations
 
-import numbers
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +37,7 @@ from . import _topk
 from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
 from ._threads import faiss_threads
+from ._validation import check_int_range as _check_int
 from .code_files import CODES_FORMAT_VERSION, load_codes, save_codes  # noqa: F401  (also dmh.index's)
 from .errors import (
     DataError,
@@ -46,7 +46,6 @@ from .errors import (
     IndexFileError,
     MissingDependencyError,
     ParameterError,
-    ParameterTypeError,
     check_finite_memory,
 )
 from .hamming import check_pm1 as _check_pm1
@@ -94,16 +93,6 @@ def _check_backend(backend: str) -> str:
             "use backend='numpy' instead"
         )
     return backend
-
-
-def _check_int(value, name: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ParameterTypeError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ParameterError(f"{name} must be {bound}, got {value}")
-    return value
 
 
 # ---------------------------------------------------------------------------------------- index
