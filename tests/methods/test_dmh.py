@@ -157,8 +157,11 @@ def test_per_stage_times_recorded(semi):
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_gbe_solver_approx_runs(semi, toy_data):
-    m = DMH(8, random_state=0, gbe_solver="approx", **TINY).fit(semi)
+    m = DMH(8, random_state=0, gbe_solver="approx", preset="paper", **TINY).fit(semi)
     assert m.encode(toy_data.image, "image").shape == (toy_data.n_objects, 8)
+    # the approximate solver estimates the paper's loss only: the calibrated S^Y says so in one line
+    with pytest.raises(ParameterError, match="approximate GBE solver supports the paper's loss only"):
+        DMH(8, random_state=0, gbe_solver="approx", similarity="perplexity", **TINY).fit(semi)
 
 
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")

@@ -4,7 +4,7 @@
 Errors in the user's input are reported in one line naming the problem (exit code 2), never as a
 traceback. One module per group of commands: :mod:`.evaluate` (demo, evaluate), :mod:`.models`
 (fit), :mod:`.data` (info, featurize, datasets), :mod:`.search` (encode, index, search),
-:mod:`.experiments` (reproduce), :mod:`.collection` (build, add, serve, and search on a collection
+:mod:`.experiments` (reproduce), :mod:`.tune` (tune), :mod:`.collection` (build, add, serve, and search on a collection
 folder); :mod:`._options` parses what they share.
 """
 
@@ -21,6 +21,7 @@ from .evaluate import demo, evaluate
 from .experiments import reproduce
 from .models import fit
 from .search import encode, index
+from .tune import tune
 
 __all__ = ["cli", "main"]
 
@@ -44,7 +45,8 @@ def cli():
     pass
 
 
-for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, serve):
+for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, serve,
+                 tune):
     cli.add_command(_command)
 
 

@@ -83,8 +83,9 @@ def make_net(modality: str, in_features: int, n_bits: int, hidden) -> HashNet:
 def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: float, batch_size: int,
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
               progress=None, device: str = "cpu", tol: float | None = None, holdout: float = 0.1,
-              val_history: list | None = None) -> tuple[list, torch.optim.Optimizer]:
-    """Fit Eq. 12 for one network by mini-batch Adam (fused kernel); returns the mean loss of each epoch.
+              val_history: list | None = None, weight_decay: float = 0.0) -> tuple[list, torch.optim.Optimizer]:
+    """Fit Eq. 12 for one network by mini-batch Adam (fused kernel; L2 ``weight_decay``, 0 = the paper);
+    returns the mean loss of each epoch.
 
     ``net`` must already be on ``device``; the data are moved there, the batch order is drawn by
     ``generator`` on the CPU (so it does not depend on the device).
@@ -96,7 +97,8 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
     ``val_history``."""
     Xt = torch.as_tensor(X, dtype=torch.float32).to(device)
     Ht = torch.as_tensor(H, dtype=torch.float32).to(device)
-    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True)
+    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True,
+                                                                   weight_decay=weight_decay)
     history = []
     n = Xt.shape[0]
     val = None

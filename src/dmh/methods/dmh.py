@@ -16,7 +16,18 @@ from ..data import CrossModalData
 from ..errors import ParameterError, check_finite_memory
 from . import cle as cle_mod
 
-__all__ = ["DMH"]
+__all__ = ["DMH", "PRESETS"]
+
+#: Values of the options beyond the paper that a ``preset`` gives when they are left as ``None``.
+#: ``"paper"`` is the implementation of the paper as it stood before these options existed (same
+#: codes for the same seed); ``"default"`` is the setting chosen by the label-free procedure of
+#: :mod:`dmh.selection` (see docs/quality.md for the evidence).
+PRESETS = {
+    "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
+                  dam_weight_decay=0.0),
+    "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
+                    dam_weight_decay=0.0),
+}
 
 
 class DMH(BaseHasher):
@@ -58,8 +69,10 @@ class DMH(BaseHasher):
     refresh_features : bool
         Refresh ``z^v`` from the DAM hidden layers after each round (DMH); False keeps the input
         features (DMH-FIX ablation).
-    similarity : {"clip", "shift", "raw"}
-        How S^Y (Eq. 7) stays a distribution when inner products are negative (default "clip").
+    similarity : {"clip", "shift", "raw", "perplexity"} or None
+        How S^Y (Eq. 7) stays a distribution when inner products are negative ("clip", the paper
+        preset), or ``"perplexity"``: t-SNE's sparse, neighbour-calibrated P over Euclidean
+        distances of Y. ``None``: the preset's.
     quantization : {"mean", "sum"}
         Scale of the quantisation term: per object (default) or summed as printed in Eq. 11.
     q_update : {"procrustes", "paper"}; y_update : {"exact", "jacobi"}
@@ -76,6 +89,22 @@ class DMH(BaseHasher):
     device : {"auto", "cpu", "cuda"}
         Where GBE and DAM run (``"auto"``: CUDA when available). CLE and all randomness stay on the
         CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.
+    preset : {"default", "paper"}
+        Where the options below take their value when left as ``None`` (see :data:`PRESETS`):
+        ``"paper"`` reproduces the paper's method as implemented before these options (same codes
+        for the same seed).
+    perplexity : float or None
+        Perplexity of S^Y when ``similarity="perplexity"``.
+    kernel_scale : float, "bits" or None
+        GBE's Student-t kernel ``(1 + D/s)^-1`` on ``D = Hamming distance``; ``"bits"`` sets
+        ``s = n_bits / 16`` (a distance means the same fraction of the bits at every code length).
+    gbe_balance, gbe_decorrelation : float or None
+        Weights of GBE's bit-balance and bit-decorrelation terms (0: off, the paper).
+    dam_weight_decay : float or None
+        L2 weight decay of DAM's Adam (0: off, the paper).
+    record_diagnostics : bool
+        Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
+        :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
     random_state : int, Generator or None
         Same seed, same codes (on the same machine and thread count).
     n_threads : int or None
@@ -113,11 +142,13 @@ class DMH(BaseHasher):
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
-                 complement="lle", binary_embedding="gbe", refresh_features=True, similarity="clip",
+                 complement="lle", binary_embedding="gbe", refresh_features=True, similarity=None,
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
-                 gbe_solver="auto", device="auto", dam_tol=None):
+                 gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
+                 kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
+                 record_diagnostics=False):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -152,13 +183,33 @@ class DMH(BaseHasher):
         self.gbe_solver = gbe_solver
         self.device = device
         self.dam_tol = dam_tol
+        self.preset = preset
+        self.perplexity = perplexity
+        self.kernel_scale = kernel_scale
+        self.gbe_balance = gbe_balance
+        self.gbe_decorrelation = gbe_decorrelation
+        self.dam_weight_decay = dam_weight_decay
+        self.record_diagnostics = record_diagnostics
+
+    def _opt(self, name):
+        """An option's value: as given, or the preset's when ``None``."""
+        value = getattr(self, name)
+        if value is None and name in PRESETS.get(self.preset, {}):
+            return PRESETS[self.preset][name]
+        return value
+
+    def _kernel_scale(self) -> float:
+        s = self._opt("kernel_scale")
+        if s == "bits":
+            return self.n_bits_ / 16.0
+        return float(s)
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
         choices = {
             "complement": ("lle", "zero"),
             "binary_embedding": ("gbe", "pca"),
-            "similarity": ("clip", "shift", "raw"),
+            "similarity": ("clip", "shift", "raw", "perplexity"),
             "quantization": ("mean", "sum"),
             "q_update": ("procrustes", "paper"),
             "y_update": ("exact", "jacobi"),
@@ -166,10 +217,22 @@ class DMH(BaseHasher):
             "gbe_solver": ("auto", "exact", "approx"),
             "device": ("auto", "cpu", "cuda"),
         }
+        if self.preset not in PRESETS:
+            raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
+        scale = self._opt("kernel_scale")
+        if scale != "bits" and (isinstance(scale, (str, bool)) or not np.isfinite(scale) or scale <= 0):
+            raise ParameterError(f"kernel_scale must be a positive number or 'bits', got {scale!r}")
+        for name in ("perplexity",):
+            if not np.isfinite(self._opt(name)) or self._opt(name) <= 1:
+                raise ParameterError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
+        for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
+            if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
+                raise ParameterError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
         for name, allowed in choices.items():
-            if not isinstance(getattr(self, name), str):
+            value = self._opt(name)
+            if not isinstance(value, str):
                 raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-            check_choice(getattr(self, name), name, allowed)
+            check_choice(value, name, allowed)
         for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
                      "neighbour_pool", "chunk_size"):
             check_int(getattr(self, name), name)
@@ -225,6 +288,7 @@ class DMH(BaseHasher):
         H_relaxed = None
         Y = None
         H = None
+        self.rounds_ = [] if self.record_diagnostics else None
         rounds = range(self.n_rounds)
         bar = None
         if self.verbose:
@@ -253,10 +317,12 @@ class DMH(BaseHasher):
                 if self.binary_embedding == "gbe":
                     gbe_t = {}
                     g = gbe.fit_gbe(
-                        Y, self.n_bits_, gamma=self.gamma, similarity=self.similarity,
+                        Y, self.n_bits_, gamma=self.gamma, similarity=self._opt("similarity"),
                         quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
                         lr=self.gbe_lr, max_iter=self.gbe_max_iter, tol=self.gbe_tol,
-                        chunk_size=self.chunk_size, rng=rng,
+                        chunk_size=self.chunk_size, rng=rng, perplexity=self._opt("perplexity"),
+                        kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
+                        decorrelation=self._opt("gbe_decorrelation"),
                         solver=self.gbe_solver, device=device, timings=gbe_t,
                     )
                     t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
@@ -284,11 +350,20 @@ class DMH(BaseHasher):
                 losses, opts[m] = dam.train_net(
                     nets[m], X[m][mask], H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
-                    tol=self.dam_tol, val_history=held_out,
+                    tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
                 )
                 history[f"dam_{m}"].append(losses)
                 history.setdefault(f"dam_{m}_heldout", []).append(held_out)
                 t[f"dam_{m}"] = time.perf_counter() - t1
+            if self.record_diagnostics:
+                self.rounds_.append({
+                    "Y": np.asarray(Y, dtype=np.float32).copy(), "codes": H.copy(),
+                    "gbe_loss": history["gbe"][-1][-1][1] if history["gbe"][-1] else None,
+                    "nets": {m: {k: v.detach().cpu().clone() for k, v in nets[m].state_dict().items()}
+                             for m in modalities},
+                    "dam_loss": {m: history[f"dam_{m}"][-1][-1] if history[f"dam_{m}"][-1] else None
+                                 for m in modalities},
+                })
             t1 = time.perf_counter()
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):

@@ -23,6 +23,17 @@ Choices for ``S^Y`` when inner products are negative (Eq. 7 is then not a distri
 * ``similarity="shift"``: ``y_i'y_j - min_{k != l} y_k'y_l`` (an affine shift that keeps every
   pair's order, but makes the most dissimilar pair's target zero and compresses the rest).
 * ``similarity="raw"``: Eq. 7 as printed; raises a ``ValueError`` if an inner product is negative.
+* ``similarity="perplexity"``: t-SNE's P instead of inner products: for each object a Gaussian over
+  the Euclidean distances to its ``3 * perplexity`` nearest neighbours in Y, its width set by
+  bisection so that the conditional distribution has the given perplexity, symmetrised
+  ``(P_j|i + P_i|j) / 2n``. Sparse and neighbour-calibrated: each object attracts its own
+  neighbourhood, whatever the density around it (the clipped inner products of ``"clip"`` spread
+  the target over every pair with a positive inner product, about half of all pairs).
+
+Options beyond the paper (all off by default, see docs/quality.md): ``kernel_scale`` ``s`` divides
+``D_ij`` (``K = (1 + D/s)^-1``: a Hamming distance of ``s`` is what 1 bit is for ``s = 1``);
+``balance`` adds ``beta * sum_k mean_i(hh_ik)^2`` (each bit splits the objects in half) and
+``decorrelation`` adds ``delta / c * ||Hh'Hh / n - I||_F^2`` (bits carry different information).
 
 Memory: ``S^Y`` is cached as a dense float32 n x n matrix when it fits in ``cache_bytes``;
 otherwise it is recomputed block by block from ``Y`` at every iteration. Everything else is
@@ -42,16 +53,61 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..errors import DataError, ParameterError
 
-SIMILARITIES = ("clip", "shift", "raw")
+SIMILARITIES = ("clip", "shift", "raw", "perplexity")
 #: from this many objects on, ``solver="auto"`` uses the approximate O(n k) solver (see fit_gbe)
 APPROX_MIN_N = 10_000
+
+
+def calibrated_conditionals(sq_dist: np.ndarray, perplexity: float, n_steps: int = 64) -> np.ndarray:
+    """Rows ``exp(-beta_i d_ij) / sum_j``, each ``beta_i`` set by bisection so that the row's
+    perplexity (exp of its entropy in nats) is ``perplexity`` (t-SNE's calibration)."""
+    n = sq_dist.shape[0]
+    target = np.log(perplexity)
+    dist = sq_dist - sq_dist.min(1, keepdims=True)  # P is invariant to a per-row shift
+    lo = np.zeros(n)
+    hi = np.full(n, np.inf)
+    beta = np.ones(n) / max(float(np.median(dist[:, -1])), 1e-12)
+    Pc = None
+    for _ in range(n_steps):
+        W = np.exp(-dist * beta[:, None])
+        Wsum = W.sum(1)
+        Pc = W / Wsum[:, None]
+        H = np.log(Wsum) + beta * (dist * Pc).sum(1)
+        high = H > target  # too flat: sharpen
+        lo = np.where(high, beta, lo)
+        hi = np.where(high, hi, beta)
+        beta = np.where(np.isinf(hi), beta * 2.0, (lo + hi) / 2.0)
+    return Pc
+
+
+def perplexity_similarity(Y: np.ndarray, perplexity: float = 30.0, n_steps: int = 64):
+    """t-SNE's joint P over the ``3 * perplexity`` nearest neighbours of each row of ``Y``
+    (Euclidean), as a symmetric scipy CSR matrix summing to 1 with a zero diagonal."""
+    import scipy.sparse as sp
+    from sklearn.neighbors import NearestNeighbors
+
+    Y = np.asarray(Y, dtype=np.float64)
+    n = Y.shape[0]
+    if n < 3:
+        raise DataError("similarity='perplexity' needs at least 3 objects")
+    k = int(min(n - 1, max(1, round(3 * perplexity))))
+    dist, idx = NearestNeighbors(n_neighbors=k + 1).fit(Y).kneighbors(Y)
+    Pc = calibrated_conditionals(dist[:, 1:] ** 2, min(float(perplexity), k), n_steps)
+    idx = idx[:, 1:]
+    rows = np.repeat(np.arange(n), k)
+    Pcond = sp.csr_matrix((Pc.ravel(), (rows, idx.ravel())), shape=(n, n))
+    P = (Pcond + Pcond.T).tocsr()
+    P.setdiag(0.0)
+    P.eliminate_zeros()
+    P = P / P.sum()
+    return P.tocsr()
 
 
 class PairSimilarity:
     """``S^Y`` of Eq. 7 as a blockwise operator over ordered pairs i != j (diagonal is zero)."""
 
     def __init__(self, Y: torch.Tensor, kind: str = "clip", chunk_size: int = 1024,
-                 cache_bytes: int = 2 * 1024**3):
+                 cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0):
         if kind not in SIMILARITIES:
             raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
         self.Y = Y
@@ -60,6 +116,9 @@ class PairSimilarity:
         n = Y.shape[0]
         self.n = n
         self.shift = 0.0
+        self.sparse = None
+        if kind == "perplexity":
+            self.sparse = perplexity_similarity(Y.detach().cpu().numpy(), perplexity)
         if kind == "shift":
             m = math.inf
             for s, e in self._blocks():
@@ -101,6 +160,8 @@ class PairSimilarity:
         return G
 
     def _raw(self, s, e):
+        if self.sparse is not None:
+            return torch.as_tensor(self.sparse[s:e].toarray(), dtype=self.Y.dtype)
         G = self.Y[s:e] @ self.Y.T
         if self.kind == "clip":
             G.clamp_(min=0.0)
@@ -131,13 +192,16 @@ def sign_pm1(H: torch.Tensor) -> torch.Tensor:
 
 
 def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantization: str = "mean",
-                      chunk_size: int = 1024, with_loss: bool = True) -> tuple[float, torch.Tensor]:
+                      chunk_size: int = 1024, with_loss: bool = True, kernel_scale: float = 1.0,
+                      balance: float = 0.0, decorrelation: float = 0.0) -> tuple[float, torch.Tensor]:
     """Loss l2 and its exact gradient with respect to the relaxed codes ``H``, in one blockwise pass.
 
     With ``K_ij = (1 + D_ij)^-1`` and ``Z = sum_{i != j} K_ij``, the KL gradient (Eq. 26) is
     ``sum_j (P_ij - K_ij / Z) K_ij (h_i - h_j)``; its two parts ``sum_j P_ij K_ij (h_i - h_j)`` and
     ``sum_j K_ij^2 (h_i - h_j)`` are accumulated in the same pass as ``Z`` and combined at the end.
     ``with_loss=False`` skips the (logarithm-heavy) loss value and returns ``nan`` for it.
+    ``kernel_scale``, ``balance`` and ``decorrelation`` are the options of the module docstring
+    (the defaults 1, 0, 0 give the paper's loss).
     """
     n = H.shape[0]
     sq = (H * H).sum(1)
@@ -149,7 +213,7 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
         e = min(s + chunk_size, n)
         # K = 1 / (1 + |h_i - h_j|^2 / 4), diagonal zero
         K = torch.addmm(sq[None, :], H[s:e], H.T, beta=1.0, alpha=-2.0)
-        K.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25).add_(1.0).reciprocal_()
+        K.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25 / kernel_scale).add_(1.0).reciprocal_()
         P = S.block(s, e)
         if with_loss:  # before the diagonal is zeroed (K_ii = 1 there, and P_ii = 0)
             cross += float((P * torch.log(K)).sum(dtype=torch.float64))
@@ -161,19 +225,32 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
         K.mul_(K)
         g_rep[s:e] = K.sum(1, keepdim=True) * H[s:e] - K @ H
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
+    if kernel_scale != 1.0:
+        grad.mul_(1.0 / kernel_scale)
+    extra = 0.0
+    if balance:
+        mu = H.mean(0)
+        grad += (2.0 * balance / n) * mu[None, :]
+        extra += balance * float((mu * mu).sum())
+    if decorrelation:
+        c = H.shape[1]
+        C = H.T @ H / n - torch.eye(c, dtype=H.dtype)
+        grad += (4.0 * decorrelation / (n * c)) * (H @ C)
+        extra += decorrelation / c * float((C * C).sum())
     qs = _quant_scale(n, quantization)
     Rq = H - sign_pm1(H)
     grad += (2.0 * gamma * qs) * Rq
     loss = math.nan
     if with_loss:
-        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
+        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64)) + extra
     return loss, grad
 
 
-def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization: str = "mean") -> torch.Tensor:
+def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization: str = "mean",
+                   kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0) -> torch.Tensor:
     """Reference loss in plain dense torch (for tests: autograd of this = the blockwise gradient)."""
-    n = H.shape[0]
-    D = 0.25 * torch.cdist(H, H) ** 2
+    n, c = H.shape
+    D = 0.25 / kernel_scale * torch.cdist(H, H) ** 2
     K = 1.0 / (1.0 + D)
     off = ~torch.eye(n, dtype=torch.bool)
     Q = K[off] / K[off].sum()
@@ -181,7 +258,9 @@ def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization:
     pos = p > 0
     kl = (p[pos] * torch.log(p[pos] / Q[pos])).sum()
     h = sign_pm1(H.detach())
-    return kl + gamma * _quant_scale(n, quantization) * ((H - h) ** 2).sum()
+    extra = balance * (H.mean(0) ** 2).sum()
+    extra = extra + decorrelation / c * ((H.T @ H / n - torch.eye(c, dtype=H.dtype)) ** 2).sum()
+    return kl + gamma * _quant_scale(n, quantization) * ((H - h) ** 2).sum() + extra
 
 
 # ---------------------------------------------------------------------------------- large n
@@ -356,7 +435,8 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             check_every: int = 10,
             cache_bytes: int = 2 * 1024**3, rng: np.random.Generator | None = None,
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
-            n_samples: int = 128, device: str = "cpu", timings: dict | None = None) -> GBEResult:
+            n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
+            kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0) -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
@@ -369,20 +449,26 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     and ``n_samples`` fresh uniform draws per block of rows and step, O(n (k + m) (c + d)) per
     step; the loss
     it checks is estimated on one fixed set of draws, so successive values are comparable);
-    ``"auto"`` picks ``"approx"`` from :data:`APPROX_MIN_N` objects on. ``device`` is where the
+    ``"auto"`` picks ``"approx"`` from :data:`APPROX_MIN_N` objects on, for the paper's loss only
+    (``similarity="perplexity"`` and the extra terms use the exact solver). ``device`` is where the
     tensors live (``"cpu"`` or ``"cuda"``); the draws come from a CPU generator seeded by ``rng``,
     so they do not depend on the device. ``timings``, when given, accumulates seconds spent
     building S^Y (``"setup"``) and in the steps (``"steps"``).
     """
     if solver not in ("auto", "exact", "approx"):
         raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
+    paper_loss = similarity != "perplexity" and kernel_scale == 1.0 and not balance and not decorrelation
     if solver == "auto":
-        solver = "approx" if Y.shape[0] >= APPROX_MIN_N else "exact"
+        solver = "approx" if Y.shape[0] >= APPROX_MIN_N and paper_loss else "exact"
+    if solver == "approx" and not paper_loss:
+        raise ParameterError("the approximate GBE solver supports the paper's loss only (similarity 'clip', "
+                             "'shift' or 'raw', kernel_scale 1, no balance or decorrelation term); use the "
+                             "exact solver")
     t0 = time.perf_counter()
     rng = np.random.default_rng(rng)
     Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=dtype).to(device)
     if solver == "exact":
-        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes)
+        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity)
     else:
         S = SampledSimilarity(Yt, similarity, n_neighbors=n_neighbors, chunk_size=chunk_size)
     H0 = init_codes(Y, n_bits, init, rng) if H_init is None else np.asarray(H_init)
@@ -402,7 +488,9 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
         check = it == 1 or it % check_every == 0 or it == max_iter
         with torch.no_grad():
             if solver == "exact":
-                loss, grad = gbe_loss_and_grad(H.detach(), S, gamma, quantization, chunk_size, with_loss=check)
+                loss, grad = gbe_loss_and_grad(H.detach(), S, gamma, quantization, chunk_size, with_loss=check,
+                                               kernel_scale=kernel_scale, balance=balance,
+                                               decorrelation=decorrelation)
             else:
                 if check:
                     loss, _ = gbe_loss_and_grad_sampled(H.detach(), S, J_eval, gamma, quantization, chunk_size)

@@ -1,0 +1,101 @@
+"""Isolate GBE (docs/quality.md): on one round of CLE features Y of the training set, MAP of Y itself
+(cosine) and of the training codes that GBE variants make from it, beside the codes GBE starts from
+(signs of random projections). Labels are used here for diagnosis only, never to choose.
+
+    python benchmarks/quality_gbe_probe.py DATA --bits 16,64 [--ratio 0.5] [--seed 0] --out FILE.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from dmh import load_dataset, make_semi_paired
+from dmh._atomic import atomic_write_text
+from dmh.data import label_matrix
+from dmh.diagnostics import _cosine, ranking_map
+from dmh.methods import cle as cle_mod
+from dmh.methods import gbe
+from dmh.selection import code_health
+
+VARIANTS = {
+    "paper (clip)": {},
+    "perplexity 30": dict(similarity="perplexity", perplexity=30.0),
+    "perplexity 10": dict(similarity="perplexity", perplexity=10.0),
+    "kernel_scale bits": dict(kernel_scale="bits"),
+    "balance+decorrelation 1": dict(balance=1.0, decorrelation=1.0),
+    "perplexity 30 + scale bits": dict(similarity="perplexity", perplexity=30.0, kernel_scale="bits"),
+    "balance+decorrelation 0.1": dict(balance=0.1, decorrelation=0.1),
+    "perplexity 30 + balance+decorrelation 0.1": dict(similarity="perplexity", perplexity=30.0, balance=0.1,
+                                                      decorrelation=0.1),
+}
+
+
+def _map_all(S, L):
+    rel = (L.astype(np.int32) @ L.T.astype(np.int32)) > 0
+    return ranking_map(S, rel, np.eye(len(L), dtype=bool))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data")
+    ap.add_argument("--bits", default="16,64")
+    ap.add_argument("--ratio", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    data = load_dataset(args.data)
+    train = data.train()
+    if args.ratio < 1:
+        train = make_semi_paired(train, args.ratio, random_state=args.seed)
+    rng = np.random.default_rng(args.seed)
+    masks = [train.image_mask, train.text_mask]
+    views = []
+    for raw, mask in zip((train.image, train.text), masks, strict=True):
+        mu, sd = raw[mask].mean(0), raw[mask].std(0)
+        sd[sd < 1e-12] = 1
+        views.append(cle_mod.scale_view((raw - mu) / sd, mask))
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        Y = cle_mod.fit_cle(views, masks, d=512, k=3, lam=0.1, eta=0.01, max_iter=30, tol=1e-4,
+                            complement_how="lle", q_method="procrustes", y_method="exact", w_reg=0.1,
+                            neighbour_pool=30, rng=rng).Y
+    L = label_matrix(train.labels)
+    res = {"data": args.data, "ratio": args.ratio, "seed": args.seed, "cle_seconds": time.perf_counter() - t0,
+           "map_Y_cosine": _map_all(_cosine(Y, Y), L), "bits": {}}
+    print(f"{args.data} ratio {args.ratio}: MAP of Y (cosine) {res['map_Y_cosine']:.3f}")
+    for b in [int(x) for x in args.bits.split(",")]:
+        row = {}
+        H0 = gbe.init_codes(Y, b, "projection", np.random.default_rng(args.seed))
+        C0 = np.where(H0 > 0, 1.0, -1.0)
+        row["random projections (no GBE)"] = {"map": _map_all(C0 @ C0.T, L), **code_health(C0)}
+        for name in args.variants.split(","):
+            kw = dict(VARIANTS[name])
+            if kw.get("kernel_scale") == "bits":
+                kw["kernel_scale"] = b / 16
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                g = gbe.fit_gbe(Y, b, gamma=0.01, init="projection", max_iter=150, tol=1e-5, lr=0.05,
+                                rng=np.random.default_rng(args.seed), **kw)
+            C = g.codes.astype(np.float64)
+            row[name] = {"map": _map_all(C @ C.T, L), "seconds": time.perf_counter() - t0, **code_health(C)}
+        res["bits"][b] = row
+        for name, r in row.items():
+            print(f"  {b:3d} bits  {name:28s} MAP {r['map']:.3f}  balance {r['bit_balance']:.3f}  "
+                  f"|corr| {r['mean_abs_corr']:.3f}  distinct {r['distinct']:.3f}")
+    out = Path(args.out)
+    allres = json.loads(out.read_text()) if out.exists() else []
+    allres.append(res)
+    atomic_write_text(out, json.dumps(allres, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""``dmh tune``: choose a method's settings without labels (see :mod:`dmh.selection`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ._options import int_list
+
+__all__ = ["tune"]
+
+
+@click.command(
+    help="""Score candidate settings of METHOD on DATA without labels: each candidate is fitted on
+the training set minus a seeded part of its paired objects, and scored by how well each held-out
+image's code retrieves its own text among the held-out texts and vice versa (mean reciprocal rank,
+ties counted fairly), with code health (bit balance, bit correlation, distinct codes).
+
+GRID is 'KEY=V1,V2;KEY2=V1,V2' (method prefixes optional, e.g. 'dmh.n_rounds=1,3'). Every candidate
+is reported; the choice is the best mean score over bits and seeds. --out is resumable."""
+)
+@click.argument("data")
+@click.option("--method", default="dmh", show_default=True)
+@click.option("--grid", default="", help="candidate settings, e.g. 'dmh.n_rounds=1,3;dmh.gamma=0.01,0.1'")
+@click.option("--param", "params", multiple=True, help="KEY=VALUE fixed for every candidate")
+@click.option("--bits", default="16,64", show_default=True)
+@click.option("--seeds", default="0", show_default=True)
+@click.option("--paired-ratio", "paired_ratio", default=1.0, show_default=True, type=float)
+@click.option("--holdout", default=0.15, show_default=True, type=float,
+              help="fraction of the paired training objects held out for scoring")
+@click.option("--test-map", is_flag=True,
+              help="also record test MAP (needs labels) to validate the criterion; never used to choose")
+@click.option("--out", type=click.Path(dir_okay=False), default="tune.json", show_default=True)
+def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_map, out):
+    from .._atomic import atomic_write_text
+    from .._json import jsonable
+    from ..datasets import load_dataset
+    from ..selection import choose, load_records, parse_grid, rank_correlations, summarize
+    from ..selection import tune as run_tune
+
+    method = method.strip().lower()
+    candidates = parse_grid(grid, method)
+    fixed = {}
+    for item in params:
+        if "=" not in item:
+            raise click.BadParameter(f"--param expects KEY=VALUE, got {item!r}")
+        from ..selection import _literal
+
+        key, value = item.split("=", 1)
+        fixed[key.split(".", 1)[-1]] = _literal(value)
+    if not 0.0 < paired_ratio <= 1.0:
+        raise click.BadParameter(f"--paired-ratio must lie in (0, 1], got {paired_ratio}")
+    bit_list, seed_list = int_list(bits, "--bits"), int_list(seeds, "--seeds")
+    dataset = load_dataset(data)
+    if test_map:
+        dataset.require_labels()
+    click.echo(dataset.summary())
+    records = load_records(out)
+    if records:
+        click.echo(f"Resuming: {len(records)} finished fit(s) in {out}")
+    config = {"data": str(data), "method": method, "grid": grid, "fixed": fixed, "bits": bit_list,
+              "seeds": seed_list, "paired_ratio": paired_ratio, "holdout": holdout}
+
+    def write(recs):
+        payload = {"config": config, "records": recs, "summary": summarize(recs)}
+        if recs:
+            payload["chosen"] = choose(recs)
+        if test_map:
+            payload["rank_correlation"] = rank_correlations(recs)
+        atomic_write_text(Path(out), json.dumps(jsonable(payload), indent=1))
+
+    def on_record(rec):
+        records.append(rec)
+        write(records)
+        lf = rec["label_free"]
+        line = (f"{rec['candidate']} {rec['n_bits']} bits seed {rec['seed']}: score {lf['score']:.4f} "
+                f"(balance {lf['health_image']['bit_balance']:.2f}/{lf['health_text']['bit_balance']:.2f})")
+        if "test_map" in rec:
+            line += "  test MAP " + "/".join(f"{v:.3f}" for v in rec["test_map"].values())
+        click.echo(line)
+
+    run_tune(dataset, method, candidates, bit_list, seed_list, paired_ratio=paired_ratio, holdout=holdout,
+             fixed_params=fixed, test_map=test_map, records=list(records), on_record=on_record)
+    write(records)
+    click.echo("candidate | bits | label-free score" + (" | test MAP (not used to choose)" if test_map else ""))
+    for row in summarize(records):
+        extra = f" | {row['test_map']:.4f}" if "test_map" in row else ""
+        click.echo(f"{row['candidate']} | {row['n_bits']} | {row['score']:.4f}{extra}")
+    chosen = choose(records)
+    click.echo(f"Chosen (best mean label-free score): {chosen['candidate']} (score {chosen['score']:.4f})")
+    if test_map:
+        for rc in rank_correlations(records):
+            rho = "n/a" if rc["spearman"] is None else f"{rc['spearman']:.2f}"
+            click.echo(f"Spearman(label-free score, test MAP) at {rc['n_bits']} bits over "
+                       f"{rc['n_candidates']} candidates: {rho}")
+    click.echo(f"Wrote {out}")

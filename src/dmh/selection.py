@@ -1,0 +1,363 @@
+"""Label-free model selection: score a fit by how well held-out *pairs* find each other.
+
+Unlabeled data is the premise of DMH, so hyperparameters must never be chosen on query labels or
+test MAP. What every training set of a cross-modal method does hold is pairs: an image and the text
+that describes it. :func:`holdout_pairs` removes a seeded part of the paired training objects
+before fitting; :func:`pair_retrieval_scores` then asks, for each held-out image, where its own
+text ranks among the held-out texts by Hamming distance (and vice versa). A method that maps both
+modalities of an object close together, while keeping different objects apart, ranks the true
+partner high.
+
+Ties in Hamming distance are common with short codes; every figure here is its expectation under
+a uniformly random order within ties (a constant code gets the score of a random ranking, never a
+lucky one).
+
+:func:`code_health` adds figures that need no pairs at all: bit balance, mean absolute correlation
+between bits and the fraction of distinct codes.
+
+:func:`score_model` combines both for a fitted model; :func:`tune` runs a grid of candidate
+settings (used by ``dmh tune``). The *score* used to choose is ``score_model(...)["score"]``: the mean
+reciprocal rank of the true partner, averaged over the two directions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .data import CrossModalData
+from .errors import DataError, ParameterError
+
+__all__ = [
+    "HeldOutPairs",
+    "holdout_pairs",
+    "pair_retrieval_scores",
+    "code_health",
+    "score_model",
+    "parse_grid",
+    "tune",
+    "spearman",
+]
+
+#: recall@k of the true partner reported for these k
+RECALL_KS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class HeldOutPairs:
+    """Paired objects removed from training: ``image[i]`` and ``text[i]`` describe the same object."""
+
+    image: np.ndarray
+    text: np.ndarray
+    index: np.ndarray  # rows of the original data
+
+    @property
+    def n(self) -> int:
+        return self.image.shape[0]
+
+
+def holdout_pairs(data: CrossModalData, fraction: float = 0.15, min_count: int = 50, max_count: int = 500,
+                  random_state=0) -> tuple[CrossModalData, HeldOutPairs]:
+    """Split the paired objects of ``data``: a seeded ``fraction`` (at least ``min_count``, at most
+    ``max_count``, never more than half of the pairs) is held out; the rest of ``data`` (all unpaired
+    objects and the remaining pairs) is returned for fitting.
+
+    Raises ``ValueError`` when fewer than 10 paired objects would be held out.
+    """
+    if not 0.0 < float(fraction) < 1.0:
+        raise ParameterError(f"holdout fraction must lie in (0, 1), got {fraction}")
+    paired = np.flatnonzero(data.paired_mask)
+    n_hold = int(round(fraction * paired.size))
+    n_hold = max(n_hold, int(min_count))
+    n_hold = min(n_hold, int(max_count), paired.size // 2)
+    if n_hold < 10:
+        raise DataError(
+            f"label-free selection needs paired training objects to hold out: the data hold {paired.size} "
+            "pairs, too few to hold out 10"
+        )
+    rng = np.random.default_rng(random_state)
+    held = np.sort(rng.choice(paired, size=n_hold, replace=False))
+    keep = np.setdiff1d(np.arange(data.n_objects), held)
+    fit_data = data.subset(keep)
+    return fit_data, HeldOutPairs(image=data.image[held], text=data.text[held], index=held)
+
+
+def _tie_aware_partner_ranks(D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For a square distance matrix whose diagonal holds the true partners: the number of
+    candidates strictly closer (``a``) and tied with the partner excluding itself (``t``), per row."""
+    diag = np.diag(D)[:, None]
+    a = (D < diag).sum(1)
+    t = (D == diag).sum(1) - 1
+    return a, t
+
+
+def _expected_reciprocal_rank(a: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """E[1/rank] when the partner's rank is uniform on a+1 .. a+t+1."""
+    # harmonic numbers: H(a+t+1) - H(a), divided by t+1
+    from scipy.special import digamma
+
+    return (digamma(a + t + 2.0) - digamma(a + 1.0)) / (t + 1.0)
+
+
+def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS) -> dict:
+    """How well each image code retrieves its own text among all texts (``image->text``), and vice
+    versa. Row ``i`` of both arrays is one object. Returns, per direction, the mean reciprocal
+    rank (``mrr``), the mean rank divided by n (``mean_rank``, 0.5 for a random ranking) and
+    ``recall@k``, all expectations under random order within Hamming ties; plus ``mrr`` (mean of the
+    two directions) and ``mrr_random`` (the MRR of a random ranking, for reference)."""
+    from .metrics import hamming_distance
+
+    image_codes = np.asarray(image_codes)
+    text_codes = np.asarray(text_codes)
+    if image_codes.shape != text_codes.shape:
+        raise DataError(f"image codes {image_codes.shape} and text codes {text_codes.shape} must have one row "
+                         "per held-out pair and the same number of bits")
+    n = image_codes.shape[0]
+    if n < 2:
+        raise DataError("pair retrieval needs at least 2 held-out pairs")
+    D = hamming_distance(image_codes, text_codes)
+    out = {"n_pairs": int(n)}
+    mrrs = []
+    for name, M in (("image->text", D), ("text->image", D.T)):
+        a, t = _tie_aware_partner_ranks(M)
+        rr = _expected_reciprocal_rank(a, t)
+        rank = a + 1.0 + t / 2.0
+        res = {"mrr": float(rr.mean()), "mean_rank": float(rank.mean() / n)}
+        for k in ks:
+            res[f"recall@{k}"] = float(np.clip((k - a) / (t + 1.0), 0.0, 1.0).mean())
+        out[name] = res
+        mrrs.append(res["mrr"])
+    out["mrr"] = float(np.mean(mrrs))
+    out["mrr_random"] = float(_expected_reciprocal_rank(np.zeros(1), np.array([n - 1.0]))[0])
+    return out
+
+
+def code_health(codes) -> dict:
+    """Label-free figures of a set of {-1,+1} codes (rows = objects): ``bit_balance`` (mean over bits
+    of ``1 - |mean|``: 1 = every bit splits the objects in half, 0 = constant bits), ``max_imbalance``
+    (largest ``|mean|``), ``mean_abs_corr`` (mean absolute correlation between distinct bits; constant
+    bits count as 0) and ``distinct`` (fraction of distinct codes)."""
+    C = np.asarray(codes, dtype=np.float64)
+    if C.ndim != 2 or C.shape[0] < 2:
+        raise DataError(f"code_health needs a 2-D array with at least 2 rows, got shape {C.shape}")
+    means = C.mean(0)
+    c = C.shape[1]
+    corr_mean = 0.0
+    if c > 1:
+        sd = C.std(0)
+        ok = sd > 0
+        Z = np.zeros_like(C)
+        Z[:, ok] = (C[:, ok] - means[ok]) / sd[ok]
+        R = Z.T @ Z / C.shape[0]
+        off = ~np.eye(c, dtype=bool)
+        corr_mean = float(np.abs(R[off]).mean())
+    distinct = np.unique(C > 0, axis=0).shape[0] / C.shape[0]
+    return {
+        "bit_balance": float(1.0 - np.abs(means).mean()),
+        "max_imbalance": float(np.abs(means).max()),
+        "mean_abs_corr": corr_mean,
+        "distinct": float(distinct),
+    }
+
+
+def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None) -> dict:
+    """Label-free score of a fitted model: pair retrieval on the held-out pairs (``score`` = their
+    mean MRR over both directions), and code health of the held-out codes of each modality (and of
+    the training objects' codes when ``train`` is given)."""
+    ci = model.encode(held.image, modality="image")
+    ct = model.encode(held.text, modality="text")
+    out = pair_retrieval_scores(ci, ct)
+    out["score"] = out["mrr"]
+    out["health_image"] = code_health(ci)
+    out["health_text"] = code_health(ct)
+    if train is not None:
+        for m in ("image", "text"):
+            out[f"health_train_{m}"] = code_health(model.encode(train.view(m), modality=m))
+    return out
+
+
+# ---------------------------------------------------------------------------------------- tuning
+def _literal(text: str):
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a plain string
+
+
+def parse_grid(spec: str, method: str) -> list[dict]:
+    """``'dmh.n_rounds=1,3;dmh.gamma=0.01,0.1'`` -> the list of candidate parameter dicts (the
+    Cartesian product; ``method.`` prefixes are optional). An empty spec is one candidate: the
+    defaults."""
+    axes: list[tuple[str, list]] = []
+    for part in (p.strip() for p in spec.split(";")):
+        if not part:
+            continue
+        if "=" not in part:
+            raise ParameterError(f"--grid entries are KEY=V1,V2,... separated by ';', got {part!r}")
+        key, values = part.split("=", 1)
+        key = key.strip()
+        if "." in key:
+            prefix, key = key.split(".", 1)
+            if prefix.lower() != method.lower():
+                raise ParameterError(f"--grid entry {part!r} names method {prefix!r}, but --method is {method!r}")
+        vals = [_literal(v.strip()) for v in values.split(",") if v.strip()]
+        if not vals:
+            raise ParameterError(f"--grid entry {part!r} lists no values")
+        if any(k == key for k, _ in axes):
+            raise ParameterError(f"--grid names {key!r} twice")
+        axes.append((key, vals))
+    if not axes:
+        return [{}]
+    keys = [k for k, _ in axes]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(v for _, v in axes))]
+
+
+def candidate_key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def spearman(x, y) -> float | None:
+    """Spearman rank correlation (average ranks for ties); ``None`` with fewer than 3 values or a
+    constant input."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return float(spearmanr(x, y).statistic)
+
+
+def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence[int], seeds: Sequence[int],
+         *, paired_ratio: float = 1.0, holdout: float = 0.15, fixed_params: dict | None = None,
+         test_map: bool = False, records: list | None = None, on_record: Callable[[dict], None] | None = None,
+         progress: bool = False) -> list[dict]:
+    """Fit every candidate (grid x bits x seeds) on the training set minus held-out pairs and score
+    it without labels (:func:`score_model`). ``records`` are finished results (resuming: their cells
+    are skipped). With ``test_map`` the MAP on the data's query/database split is also recorded, to
+    *validate* the criterion and for reports; :func:`choose` never reads it.
+
+    ``data`` needs a training split (``train_idx``) or is used whole. For each seed, the training
+    set is made semi-paired at ``paired_ratio`` (:func:`dmh.make_semi_paired`) and then the held-out
+    pairs are drawn from its pairs with the same seed.
+    """
+    import time
+
+    from .data import make_semi_paired
+    from .methods import get_method_class
+
+    klass = get_method_class(method)
+    valid = set(klass().get_params(deep=False))
+    fixed_params = dict(fixed_params or {})
+    for params in [fixed_params, *grid]:
+        unknown = sorted(set(params) - valid)
+        if unknown:
+            raise ParameterError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(valid)}")
+    records = list(records or [])
+    done = {(r["candidate"], r["n_bits"], r["seed"], r["paired_ratio"]) for r in records}
+    train_full = data.train() if data.train_idx is not None else data
+    if test_map:
+        query, database = data.query(), data.database()
+    cells = [(s, b, p) for s in seeds for b in bits for p in grid]
+    cells = [c for c in cells if (candidate_key(c[2]), int(c[1]), int(c[0]), float(paired_ratio)) not in done]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(cells), desc="tune", unit="fit")
+    split_cache: dict = {}
+    for seed, n_bits, params in cells:
+        if seed not in split_cache:
+            split_cache.clear()
+            train = train_full if paired_ratio >= 1.0 else make_semi_paired(train_full, paired_ratio, random_state=seed)
+            split_cache[seed] = holdout_pairs(train, holdout, random_state=seed)
+        fit_data, held = split_cache[seed]
+        model = klass(n_bits=int(n_bits), random_state=int(seed), **{**fixed_params, **params})
+        t0 = time.perf_counter()
+        model.fit(fit_data)
+        fit_s = time.perf_counter() - t0
+        rec = {
+            "method": method,
+            "candidate": candidate_key(params),
+            "params": params,
+            "n_bits": int(n_bits),
+            "seed": int(seed),
+            "paired_ratio": float(paired_ratio),
+            "fit_seconds": round(fit_s, 3),
+            "n_fit": fit_data.n_objects,
+            "n_heldout_pairs": held.n,
+            "label_free": score_model(model, held, fit_data),
+        }
+        if test_map:
+            from .evaluation import evaluate_model
+
+            sc = evaluate_model(model, query, database)
+            rec["test_map"] = {task: v["map"] for task, v in sc.items()}
+        records.append(rec)
+        if on_record is not None:
+            on_record(rec)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return records
+
+
+def summarize(records: Sequence[dict]) -> list[dict]:
+    """One row per (candidate, bits): the mean label-free score over seeds (and the mean test MAP
+    where recorded, for reports only)."""
+    groups: dict = {}
+    for r in records:
+        groups.setdefault((r["candidate"], r["n_bits"], r["paired_ratio"]), []).append(r)
+    rows = []
+    for (cand, b, p), rs in groups.items():
+        row = {"candidate": cand, "params": rs[0]["params"], "n_bits": b, "paired_ratio": p,
+               "n_seeds": len(rs), "score": float(np.mean([r["label_free"]["score"] for r in rs]))}
+        for key in ("bit_balance", "mean_abs_corr", "distinct"):
+            row[key] = float(np.mean([(r["label_free"]["health_image"][key] + r["label_free"]["health_text"][key]) / 2
+                                      for r in rs]))
+        if all("test_map" in r for r in rs):
+            row["test_map"] = float(np.mean([np.mean(list(r["test_map"].values())) for r in rs]))
+        rows.append(row)
+    rows.sort(key=lambda r: (r["paired_ratio"], r["n_bits"], -r["score"]))
+    return rows
+
+
+def choose(records: Sequence[dict]) -> dict:
+    """The chosen candidate: the highest label-free score averaged over every bit length and seed
+    run (one setting for all code lengths). Never reads test MAP."""
+    by_cand: dict = {}
+    for r in records:
+        by_cand.setdefault(r["candidate"], []).append(r["label_free"]["score"])
+    if not by_cand:
+        raise DataError("no finished candidates to choose from")
+    best = max(by_cand, key=lambda c: float(np.mean(by_cand[c])))
+    return {"candidate": best, "params": json.loads(best), "score": float(np.mean(by_cand[best]))}
+
+
+def rank_correlations(records: Sequence[dict]) -> list[dict]:
+    """Validation of the criterion: per (bits, paired ratio), the Spearman correlation over candidates
+    between the mean label-free score and the mean test MAP (records made with ``test_map=True``)."""
+    rows = summarize(records)
+    out = []
+    for key in sorted({(r["n_bits"], r["paired_ratio"]) for r in rows}):
+        sel = [r for r in rows if (r["n_bits"], r["paired_ratio"]) == key and "test_map" in r]
+        rho = spearman([r["score"] for r in sel], [r["test_map"] for r in sel])
+        out.append({"n_bits": key[0], "paired_ratio": key[1], "n_candidates": len(sel), "spearman": rho})
+    return out
+
+
+def load_records(path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        return list(json.loads(path.read_text())["records"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{path} is not a tune results file ({exc})") from None

@@ -1,0 +1,143 @@
+"""Label-free selection: held-out pairs, tie-aware partner ranks, code health, grid parsing, tune."""
+
+import json
+
+import numpy as np
+import pytest
+
+from dmh import CrossModalData, make_semi_paired
+from dmh.selection import (
+    choose,
+    code_health,
+    holdout_pairs,
+    pair_retrieval_scores,
+    parse_grid,
+    rank_correlations,
+    spearman,
+    tune,
+)
+
+
+def test_holdout_pairs_removes_only_paired_objects(toy_data):
+    semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
+    fit, held = holdout_pairs(semi, 0.25, min_count=10, random_state=1)
+    assert held.n == 10  # round(0.25 * 40) = 10
+    assert semi.paired_mask[held.index].all()
+    assert fit.n_objects == semi.n_objects - held.n
+    assert fit.n_image_only == semi.n_image_only and fit.n_text_only == semi.n_text_only
+    assert np.array_equal(held.image, semi.image[held.index])
+    fit2, held2 = holdout_pairs(semi, 0.25, min_count=10, random_state=1)
+    assert np.array_equal(held.index, held2.index)  # seeded
+    with pytest.raises(ValueError, match="too few"):
+        holdout_pairs(semi.subset(np.flatnonzero(semi.paired_mask)[:12]), 0.2)
+    with pytest.raises(ValueError, match="fraction"):
+        holdout_pairs(semi, 1.5)
+
+
+def _naive_expected(codes_a, codes_b, k):
+    """Reference: average over many random tie-breaking orders."""
+    rng = np.random.default_rng(0)
+    n = codes_a.shape[0]
+    D = (codes_a[:, None, :] != codes_b[None, :, :]).sum(2)
+    rr, rec = np.zeros(n), np.zeros(n)
+    reps = 4000
+    for _ in range(reps):
+        jit = rng.random(D.shape)
+        order = np.lexsort((jit, D), axis=1)
+        rank = np.argmax(order == np.arange(n)[:, None], axis=1) + 1
+        rr += 1 / rank
+        rec += rank <= k
+    return rr.mean() / reps, rec.mean() / reps
+
+
+def test_partner_scores_are_tie_aware_expectations():
+    rng = np.random.default_rng(3)
+    A = np.where(rng.random((12, 3)) > 0.5, 1, -1).astype(np.int8)  # 3 bits: many ties
+    B = A.copy()
+    B[rng.random(B.shape) < 0.2] *= -1
+    s = pair_retrieval_scores(A, B, ks=(2,))
+    mrr, rec = _naive_expected(A, B, 2)
+    assert s["image->text"]["mrr"] == pytest.approx(mrr, abs=0.01)
+    assert s["image->text"]["recall@2"] == pytest.approx(rec, abs=0.01)
+
+
+def test_constant_codes_score_as_a_random_ranking_and_perfect_codes_score_one():
+    n = 50
+    const = np.ones((n, 8), np.int8)
+    s = pair_retrieval_scores(const, const)
+    assert s["mrr"] == pytest.approx(s["mrr_random"])
+    assert s["image->text"]["mean_rank"] == pytest.approx((n + 1) / 2 / n)
+    distinct = np.where((np.arange(n)[:, None] >> np.arange(8)) & 1, 1, -1).astype(np.int8)
+    assert pair_retrieval_scores(distinct, distinct)["mrr"] == 1.0
+
+
+def test_code_health():
+    n = 64
+    bits = np.where((np.arange(n)[:, None] >> np.arange(6)) & 1, 1, -1).astype(np.int8)
+    h = code_health(bits)
+    assert h["bit_balance"] == pytest.approx(1.0) and h["mean_abs_corr"] == pytest.approx(0.0)
+    assert h["distinct"] == 1.0
+    bad = np.concatenate([bits[:, :1], bits[:, :1], np.ones((n, 1), np.int8)], axis=1)
+    hb = code_health(bad)
+    assert hb["max_imbalance"] == 1.0 and hb["distinct"] == 2 / n
+    assert hb["mean_abs_corr"] == pytest.approx(1 / 3)  # the one duplicated pair of 3
+
+
+def test_parse_grid():
+    g = parse_grid("dmh.n_rounds=1,3; gamma=0.01,0.1;similarity=clip", "dmh")
+    assert len(g) == 4 and g[0] == {"n_rounds": 1, "gamma": 0.01, "similarity": "clip"}
+    assert parse_grid("", "dmh") == [{}]
+    with pytest.raises(ValueError, match="names method"):
+        parse_grid("fsh.x=1", "dmh")
+    with pytest.raises(ValueError, match="KEY="):
+        parse_grid("n_rounds", "dmh")
+
+
+def test_spearman():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2], [1, 2]) is None
+
+
+def test_tune_resumes_and_never_reads_test_map(toy_data):
+    recs = tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2, test_map=True)
+    assert len(recs) == 1 and "test_map" in recs[0] and 0 < recs[0]["label_free"]["score"] <= 1
+    again = tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2, records=recs)
+    assert again == recs  # nothing refitted
+    # choose() must not depend on test MAP: scramble it and the choice stays
+    fake = [dict(r, candidate=json.dumps({"a": i}), params={"a": i},
+                 label_free=dict(r["label_free"], score=s), test_map={"image->text": t, "text->image": t})
+            for i, (r, s, t) in enumerate(zip(recs * 3, [0.1, 0.3, 0.2], [0.9, 0.1, 0.5], strict=True))]
+    assert choose(fake)["params"] == {"a": 1}
+    rc = rank_correlations(fake)
+    assert rc[0]["n_candidates"] == 3 and rc[0]["spearman"] == pytest.approx(-1.0)
+
+
+def test_tune_rejects_unknown_parameters(toy_data):
+    with pytest.raises(ValueError, match="unknown parameter"):
+        tune(toy_data, "cvh", [{"nope": 1}], [8], [0])
+
+
+def test_cli_tune(toy_data, tmp_path):
+    from dmh import save_data
+    from dmh.cli import main
+
+    path = tmp_path / "toy.npz"
+    save_data(toy_data, path)
+    out = tmp_path / "tune.json"
+    args = [str(path), "--method", "cvh", "--bits", "8", "--seeds", "0", "--holdout", "0.2", "--test-map",
+            "--out", str(out)]
+    assert main(["tune", *args]) == 0
+    payload = json.loads(out.read_text())
+    assert len(payload["records"]) == 1 and payload["chosen"]["params"] == {}
+    assert main(["tune", *args]) == 0  # resumes: nothing to do
+    assert len(json.loads(out.read_text())["records"]) == 1
+    assert main(["tune", str(path), "--grid", "cvh.bad", "--method", "cvh", "--out", str(out)]) == 2
+    assert main(["tune", str(tmp_path / "missing.npz"), "--out", str(out)]) == 2
+
+
+def test_holdout_needs_pairs():
+    data = CrossModalData(image=np.random.default_rng(0).normal(size=(30, 3)),
+                          text=np.random.default_rng(1).normal(size=(30, 3)))
+    fit, held = holdout_pairs(data, 0.2)
+    assert held.n == 15  # at least min_count=50, at most half of the 30 pairs
