@@ -190,6 +190,18 @@ def check_int(value, name: str, *, minimum: int = 1, owner: str | None = None) -
     return int(value)
 
 
+def check_int_range(value, name: str, low: int, high: int | None = None) -> int:
+    """``value`` as an int from ``low`` to ``high`` (None: unbounded); a non-integer (bools
+    included) is a :class:`ParameterTypeError`, one out of range a :class:`ParameterError`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ParameterTypeError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ParameterError(f"{name} must be {bound}, got {value}")
+    return value
+
+
 def check_real(value, name: str, *, low: float = 0.0, low_inclusive: bool = True, high: float | None = None,
                high_inclusive: bool = True, owner: str | None = None) -> float:
     """``value`` as a finite float in the interval from ``low`` to ``high`` (None: unbounded)."""

@@ -29,25 +29,23 @@ atomically; ``HammingIndex.load`` restores them exactly.
 
 from __future__ import annotations
 
-import json
-import numbers
 from pathlib import Path
 
 import numpy as np
 
 from . import _topk
-from ._archive import META_KEY, json_bytes, read_archive, read_npz
+from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
 from ._threads import faiss_threads
+from ._validation import check_int_range as _check_int
+from .code_files import CODES_FORMAT_VERSION, load_codes, save_codes  # noqa: F401  (also dmh.index's)
 from .errors import (
-    CodesFileError,
     DataError,
     DataTypeError,
     DmhError,
     IndexFileError,
     MissingDependencyError,
     ParameterError,
-    ParameterTypeError,
     check_finite_memory,
 )
 from .hamming import check_pm1 as _check_pm1
@@ -66,7 +64,6 @@ __all__ = [
 ]
 
 INDEX_FORMAT_VERSION = 1
-CODES_FORMAT_VERSION = 1
 _BACKENDS = ("auto", "numpy", "faiss")
 #: query-database pairs held in memory at once by the numpy backend
 _PAIR_BUDGET = 1 << 22
@@ -96,16 +93,6 @@ def _check_backend(backend: str) -> str:
             "use backend='numpy' instead"
         )
     return backend
-
-
-def _check_int(value, name: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ParameterTypeError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ParameterError(f"{name} must be {bound}, got {value}")
-    return value
 
 
 # ---------------------------------------------------------------------------------------- index
@@ -464,65 +451,3 @@ def _csr(counts, dists, poss):
     lims = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(counts, out=lims[1:])
     return lims, np.concatenate(dists), np.concatenate(poss).astype(np.int64)
-
-
-# ------------------------------------------------------------------------------------- code files
-def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
-    """Write ``{-1,+1}`` codes (int8 ``codes``) and their ``ids`` (int64; default ``0..n-1``) to an
-    ``.npz`` file, atomically."""
-    arr = _check_pm1(codes, "codes").astype(np.int8)
-    ids = (
-        np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
-    )
-    if ids.shape != (arr.shape[0],):
-        raise DataError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
-    meta = {
-        "format": "dmh-codes",
-        "format_version": CODES_FORMAT_VERSION,
-        "n_bits": int(arr.shape[1]),
-        "modality": modality,
-    }
-    path = Path(path)
-    with atomic_path(path, suffix=".tmp") as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, codes=arr, ids=ids, **{META_KEY: json_bytes(meta)})
-    return path
-
-
-def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
-    """Read a code file: ``(codes, ids)``, int8 ``{-1,+1}`` ``(n, n_bits)`` and int64 ``(n,)``.
-
-    Besides files written by :func:`save_codes`, any ``.npz`` with a ``codes`` array (``{-1,+1}``)
-    and optionally ``ids`` is accepted.
-    """
-    path = Path(path)
-    arrays = read_npz(path, CodesFileError, "code file")
-    if "codes" not in arrays:
-        raise CodesFileError(path, f"has no 'codes' array (it holds {sorted(arrays)})")
-    meta = None
-    if META_KEY in arrays:
-        try:
-            meta = json.loads(arrays[META_KEY].tobytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise CodesFileError(path, "has a damaged header (not JSON text)") from None
-        kind = meta.get("format") if isinstance(meta, dict) else None
-        if kind != "dmh-codes":
-            raise CodesFileError(path, f"is a {kind} file, not a code file (from dmh encode)")
-    codes = arrays["codes"]
-    ids = arrays.get("ids")
-    try:
-        codes = _check_pm1(codes, "codes").astype(np.int8)
-    except DmhError as exc:
-        raise CodesFileError(path, str(exc)) from None
-    if meta is not None and meta.get("n_bits", codes.shape[1]) != codes.shape[1]:
-        raise CodesFileError(path, f"its header says {meta['n_bits']!r} bits but the codes have {codes.shape[1]}")
-    if ids is None:
-        ids = np.arange(codes.shape[0], dtype=np.int64)
-    ids = np.asarray(ids).reshape(-1)
-    if ids.size != codes.shape[0]:
-        raise CodesFileError(path, f"{codes.shape[0]} codes but {ids.size} ids")
-    if ids.size and not np.issubdtype(ids.dtype, np.integer):
-        raise CodesFileError(path, f"ids must be integers, got dtype {ids.dtype}")
-    if ids.size and (ids.min() < 0 or np.unique(ids).size != ids.size):
-        raise CodesFileError(path, "ids must be unique non-negative row numbers")
-    return codes, ids.astype(np.int64)
-

@@ -36,8 +36,8 @@ __all__ = [
 KINDS = ("table", "topn", "pr", "ratio_sweep", "sensitivity", "convergence")
 #: every method the paper compares; configs may name one the registry does not hold yet
 DOCUMENTED_METHODS = ("dmh", "cvh", "imh", "lssh", "stmh", "cmfh", "fsh")
-#: the methods compared beyond the paper (dmh.peers); the peers config may name one before the
-#: registry holds it (they are added on separate branches): such runs are reported as not run
+#: the methods compared beyond the paper (dmh.peers); like the paper's, a config may name one that an
+#: older install's registry does not hold: such runs are reported as not run
 PEER_METHODS = ("cca-itq", "spdh", "djsrh", "jdsh", "dgcpn", "ucch", "sadch")
 _QUICK_KEYS = {"seeds", "bits", "paired_ratios", "grid", "method_params"}
 _RUN_KEYS = {"label", "method", "paired_ratios", "params", "grid"}

@@ -188,6 +188,30 @@ def project(net: nn.Module, X: np.ndarray, chunk: int = 4096) -> np.ndarray:
     return torch.cat(outs).numpy().astype(np.float64)
 
 
+def scaled_project(nets: dict, scalers: dict, X: np.ndarray, modality: str) -> np.ndarray:
+    """:func:`project` of the rows of ``X`` standardised with the fitted ``scalers[modality]``."""
+    mu, sd = scalers[modality]
+    return project(nets[modality], (X - mu) / sd)
+
+
+def scaled_net_state(nets: dict, scalers: dict) -> dict[str, np.ndarray]:
+    """:func:`net_state` plus each modality's standardisation (``<m>_mean``, ``<m>_scale``)."""
+    state = net_state(nets)
+    for m, (mu, sd) in scalers.items():
+        state[f"{m}_mean"], state[f"{m}_scale"] = mu, sd
+    return state
+
+
+def load_scaled_nets(owner, state: dict, normalise: bool = False) -> tuple[dict, dict]:
+    """``(scalers, nets)`` of both modalities from a :func:`scaled_net_state` state; the layer
+    sizes come from ``owner``'s ``n_features_``, ``image_hidden`` / ``text_hidden`` and ``n_bits_``."""
+    scalers = {m: (np.asarray(state[f"{m}_mean"]), np.asarray(state[f"{m}_scale"])) for m in ("image", "text")}
+    hidden = {"image": tuple(owner.image_hidden), "text": tuple(owner.text_hidden)}
+    nets = {m: load_net(state, m, owner.n_features_[m], hidden[m], owner.n_bits_, normalise=normalise)
+            for m in ("image", "text")}
+    return scalers, nets
+
+
 # ---------------------------------------------------------------------------- training helpers
 def minibatches(n: int, batch_size: int, generator: torch.Generator, drop_last: bool = True):
     """Index batches of one shuffled epoch. ``drop_last`` as the papers' loaders do, unless the data

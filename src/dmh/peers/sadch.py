@@ -234,15 +234,12 @@ class SADCH(BaseHasher):
     def _project(self, X, modality):
         from . import _deep
 
-        mu, sd = self.scalers_[modality]
-        return _deep.project(self.nets_[modality], (X - mu) / sd)
+        return _deep.scaled_project(self.nets_, self.scalers_, X, modality)
 
     def _get_state(self):
         from . import _deep
 
-        state = _deep.net_state(self.nets_)
-        for m, (mu, sd) in self.scalers_.items():
-            state[f"{m}_mean"], state[f"{m}_scale"] = mu, sd
+        state = _deep.scaled_net_state(self.nets_, self.scalers_)
         state["codes"] = self.codes_
         state["objective_history"] = self.objective_history_
         state["loss_history"] = self.loss_history_
@@ -251,11 +248,7 @@ class SADCH(BaseHasher):
     def _set_state(self, state):
         from . import _deep
 
-        self.scalers_ = {m: (np.asarray(state[f"{m}_mean"]), np.asarray(state[f"{m}_scale"]))
-                         for m in ("image", "text")}
-        hidden = {"image": tuple(self.image_hidden), "text": tuple(self.text_hidden)}
-        self.nets_ = {m: _deep.load_net(state, m, self.n_features_[m], hidden[m], self.n_bits_)
-                      for m in ("image", "text")}
+        self.scalers_, self.nets_ = _deep.load_scaled_nets(self, state)
         self.codes_ = np.asarray(state["codes"]).astype(np.int8)
         self.objective_history_ = np.asarray(state["objective_history"])
         self.loss_history_ = np.asarray(state["loss_history"])

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-import numbers
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from .._validation import check_int_range as _check_int
 from ..errors import DataError, ParameterError, ParameterTypeError
 
 __all__ = ["MAX_TOPK", "MILVUS_EXTRA", "MilvusCodeStore", "require_pymilvus"]
@@ -66,16 +66,6 @@ def require_pymilvus():
             f"the Milvus code store needs the optional package(s) {', '.join(packages)} "
             f"(module 'pymilvus' is missing): pip install 'dmh[{name}]'"
         ) from exc
-
-
-def _check_int(value, name: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ParameterTypeError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ParameterError(f"{name} must be {bound}, got {value}")
-    return value
 
 
 class MilvusCodeStore:

@@ -1,0 +1,79 @@
+"""Code files: ``{-1,+1}`` codes and their ids in an ``.npz`` archive with a JSON header (no pickle),
+written atomically by :func:`save_codes` and read back, checked, by :func:`load_codes`. Both are
+also importable from :mod:`dmh.index`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ._archive import META_KEY, json_bytes, read_npz
+from ._atomic import atomic_path
+from .errors import CodesFileError, DataError, DmhError
+from .hamming import check_pm1 as _check_pm1
+
+__all__ = ["CODES_FORMAT_VERSION", "load_codes", "save_codes"]
+
+CODES_FORMAT_VERSION = 1
+
+
+def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
+    """Write ``{-1,+1}`` codes (int8 ``codes``) and their ``ids`` (int64; default ``0..n-1``) to an
+    ``.npz`` file, atomically."""
+    arr = _check_pm1(codes, "codes").astype(np.int8)
+    ids = (
+        np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+    )
+    if ids.shape != (arr.shape[0],):
+        raise DataError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
+    meta = {
+        "format": "dmh-codes",
+        "format_version": CODES_FORMAT_VERSION,
+        "n_bits": int(arr.shape[1]),
+        "modality": modality,
+    }
+    path = Path(path)
+    with atomic_path(path, suffix=".tmp") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, codes=arr, ids=ids, **{META_KEY: json_bytes(meta)})
+    return path
+
+
+def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
+    """Read a code file: ``(codes, ids)``, int8 ``{-1,+1}`` ``(n, n_bits)`` and int64 ``(n,)``.
+
+    Besides files written by :func:`save_codes`, any ``.npz`` with a ``codes`` array (``{-1,+1}``)
+    and optionally ``ids`` is accepted.
+    """
+    path = Path(path)
+    arrays = read_npz(path, CodesFileError, "code file")
+    if "codes" not in arrays:
+        raise CodesFileError(path, f"has no 'codes' array (it holds {sorted(arrays)})")
+    meta = None
+    if META_KEY in arrays:
+        try:
+            meta = json.loads(arrays[META_KEY].tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise CodesFileError(path, "has a damaged header (not JSON text)") from None
+        kind = meta.get("format") if isinstance(meta, dict) else None
+        if kind != "dmh-codes":
+            raise CodesFileError(path, f"is a {kind} file, not a code file (from dmh encode)")
+    codes = arrays["codes"]
+    ids = arrays.get("ids")
+    try:
+        codes = _check_pm1(codes, "codes").astype(np.int8)
+    except DmhError as exc:
+        raise CodesFileError(path, str(exc)) from None
+    if meta is not None and meta.get("n_bits", codes.shape[1]) != codes.shape[1]:
+        raise CodesFileError(path, f"its header says {meta['n_bits']!r} bits but the codes have {codes.shape[1]}")
+    if ids is None:
+        ids = np.arange(codes.shape[0], dtype=np.int64)
+    ids = np.asarray(ids).reshape(-1)
+    if ids.size != codes.shape[0]:
+        raise CodesFileError(path, f"{codes.shape[0]} codes but {ids.size} ids")
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise CodesFileError(path, f"ids must be integers, got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or np.unique(ids).size != ids.size):
+        raise CodesFileError(path, "ids must be unique non-negative row numbers")
+    return codes, ids.astype(np.int64)

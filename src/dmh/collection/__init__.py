@@ -1,0 +1,58 @@
+"""A searchable collection: a folder of photos and a file of captions, only some of which belong
+together, turned into everything needed to search it by words or by picture.
+
+``build_collection(photos, captions, out)`` writes into the folder ``out``:
+
+=====================  ==========================================================================
+file                   content
+=====================  ==========================================================================
+``build.json``         the build settings and the stages finished (a rerun skips those)
+``manifest.json``      the items: ``id`` (0, 1, ...), ``name``, ``image`` (absolute path or null),
+                       ``caption`` (or null), and ``error`` for a photo that could not be read
+``features.npz``       the features (:func:`dmh.io.save_data` layout; ``__ids__`` maps rows to item
+                       ids; ``__featurizer__`` holds the featurizer settings)
+``model.npz``          the fitted hashing model, with its featurizer (so raw queries can be encoded)
+``image_codes.npz``    codes of the items' photos / captions (:func:`dmh.index.save_codes`, ids =
+``text_codes.npz``     item ids)
+``images.dmhidx``      Hamming indexes of those codes (:class:`dmh.index.HammingIndex`), or with
+``texts.dmhidx``       ``store="milvus[:URI]"`` ``store.json``: the codes are searched in two Milvus
+                       collections (:class:`dmh.store.milvus.MilvusCodeStore`; default URI the
+                       milvus-lite file ``codes.db`` in the folder)
+``thumbs/ID.jpg``      thumbnails (longest side 256 px), made once
+=====================  ==========================================================================
+
+**Captions file** (CSV, header row; ``.tsv``/``.tab`` tab-separated): columns ``image`` and
+``caption``. ``image`` names a file of the photos folder (``beach.jpg``, or its stem ``beach``);
+an empty ``image`` makes a caption without a photo; an empty ``caption`` (or a photo the file does
+not list) makes a photo without a caption. So any mix of paired, photo-only and caption-only items
+is allowed (semi-paired data, the premise of DMH). A photo may appear on one row only.
+
+Stages: ``scan`` (manifest) -> ``features`` (image features saved every 512 photos, so an
+interrupted run resumes mid-way) -> ``fit`` -> ``codes`` (codes and indexes) -> ``thumbs``.
+``add_to_collection`` featurizes, encodes and indexes only new items, with the stored featurizer
+and model (the model is not refitted; the bag-of-words vocabulary stays that of the build).
+
+``ray=RayOptions(...)`` (:mod:`dmh.distributed`) runs the image features and the hash codes of
+``build_collection`` / ``add_to_collection`` as Ray Data stages (a local runtime or a cluster);
+the results are those of the single-process path.
+"""
+
+from __future__ import annotations
+
+from ..errors import CollectionError
+from ._build import add_to_collection, build_collection
+from ._features import _image_features_chunked  # noqa: F401  (used by the tests)
+from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, _load_features, is_collection  # noqa: F401
+from ._inputs import read_captions
+from ._search import Collection, Hit
+
+__all__ = [
+    "COLLECTION_FORMAT_VERSION",
+    "Collection",
+    "CollectionError",
+    "Hit",
+    "add_to_collection",
+    "build_collection",
+    "is_collection",
+    "read_captions",
+]

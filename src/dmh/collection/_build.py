@@ -1,0 +1,318 @@
+"""Building a collection stage by stage, and adding new items to a built one."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from .._atomic import check_writable
+from ..errors import CollectionError, OutputError
+from ._codes import _write_codes, _write_store_record
+from ._features import _featurize_items
+from ._files import (
+    COLLECTION_FORMAT_VERSION,
+    STAGES,
+    _check_complete,
+    _load_features,
+    _Paths,
+    _read_build_state,
+    _read_manifest,
+    _save_features,
+    _write_json,
+    _write_manifest,
+)
+from ._inputs import _scan
+from ._thumbs import _make_thumbnails
+
+
+def _settings(photos, captions, *, method, n_bits, params, image_model, text_features, vocabulary_size,
+              fit_max, seed) -> dict:
+    from ..featurizer_spec import IMAGE_MODELS
+    from ..registry import get_method_class
+
+    if photos is None and captions is None:
+        raise CollectionError("give a photos folder, a captions file, or both")
+    if image_model not in IMAGE_MODELS:
+        raise CollectionError(f"--image-model must be one of {IMAGE_MODELS}, got {image_model!r}")
+    if text_features not in ("bow", "minilm"):
+        raise CollectionError(f"--text-features must be bow or minilm, got {text_features!r}")
+    try:
+        klass = get_method_class(method)
+    except KeyError as exc:
+        raise CollectionError(str(exc.args[0])) from None
+    valid = set(klass().get_params(deep=False))
+    unknown = sorted(set(params) - valid)
+    if unknown:
+        raise CollectionError(f"unknown parameter(s) {unknown} for method {method!r}")
+    if n_bits < 8 or n_bits % 8:
+        raise CollectionError(f"--bits must be a positive multiple of 8 (codes are indexed packed), got {n_bits}")
+    if fit_max < 2:
+        raise CollectionError(f"--fit-max must be at least 2, got {fit_max}")
+    return {
+        "photos": str(Path(photos).resolve()) if photos is not None else None,
+        "captions": str(Path(captions).resolve()) if captions is not None else None,
+        "method": method, "n_bits": int(n_bits), "params": dict(params), "image_model": image_model,
+        "text_features": text_features, "vocabulary_size": int(vocabulary_size), "fit_max": int(fit_max),
+        "seed": int(seed),
+    }
+
+
+def build_collection(
+    photos,
+    captions,
+    out,
+    *,
+    method: str = "dmh",
+    n_bits: int = 64,
+    params: dict | None = None,
+    image_model: str = "efficientnet-lite0",
+    text_features: str = "bow",
+    vocabulary_size: int = 2000,
+    fit_max: int = 10_000,
+    seed: int = 0,
+    batch_size: int = 16,
+    restart: bool = False,
+    progress: bool = True,
+    log=print,
+    store: str = "local",
+    ray=None,
+) -> Path:
+    """Build (or resume building) a collection in the folder ``out``; see the module docstring.
+
+    ``store``: ``"local"`` (index files) or ``"milvus[:URI]"`` (codes searched in Milvus; default
+    URI ``out/codes.db``, milvus-lite). ``ray``: a :class:`dmh.distributed.RayOptions` to run the
+    image features and the codes on Ray (same results).
+
+    ``method``/``n_bits``/``params``: the hashing model (fitted on at most ``fit_max`` items, drawn
+    with ``seed``). ``image_model``: ``"efficientnet-lite0"`` or ``"pixels-16"``;
+    ``text_features``: ``"bow"`` (``vocabulary_size`` words) or ``"minilm"``. A rerun with the same
+    settings skips the finished stages; other settings need ``restart=True`` (or another folder).
+    """
+    settings = _settings(photos, captions, method=method, n_bits=n_bits, params=params or {},
+                         image_model=image_model, text_features=text_features,
+                         vocabulary_size=vocabulary_size, fit_max=fit_max, seed=seed)
+    from ..store import parse_store
+
+    try:
+        if parse_store(store).kind != "local":
+            settings["store"] = store  # recorded only when not the default: older builds resume as before
+    except ValueError as exc:
+        raise CollectionError(str(exc)) from None
+    out = Path(out)
+    P = _Paths(out)
+    _check_output_folder(out)
+    if out.is_dir() and P.build.is_file() and not restart:
+        state = _read_build_state(P.build)
+        if state.get("settings") != settings:
+            old = state.get("settings") or {}
+            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            raise CollectionError(
+                f"{out} holds a collection built with other settings (differing: {', '.join(diff)}); "
+                "use another folder, or --restart to rebuild it"
+            )
+    elif out.is_dir() and any(out.iterdir()) and not P.build.is_file():
+        raise CollectionError(f"{out} is not empty and holds no collection; give a new or empty folder")
+    else:
+        if restart and out.is_dir() and P.build.is_file():
+            for name in ("manifest", "features", "model", "image_codes", "text_codes", "image_index",
+                         "text_index", "store", "build"):
+                getattr(P, name).unlink(missing_ok=True)
+            for name in ("thumbs", "work"):
+                shutil.rmtree(getattr(P, name), ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+        state = {"format": "dmh-collection-build", "format_version": COLLECTION_FORMAT_VERSION,
+                 "settings": settings, "done": []}
+        _write_json(P.build, state)
+
+    def finish(stage):
+        state["done"].append(stage)
+        _write_json(P.build, state)
+
+    done = set(state["done"])
+    if done:
+        log(f"resuming {out}: finished stages {', '.join(s for s in STAGES if s in done)} are skipped")
+
+    # scan -------------------------------------------------------------------------------------
+    if "scan" not in done:
+        items, _ = _scan(photos, captions)
+        if not items:
+            raise CollectionError("found no items: the photos folder has no images and the captions file no rows")
+        n_pair = sum(1 for it in items if it["image"] and it["caption"])
+        if n_pair < 2:
+            raise CollectionError(
+                "a collection needs photos and captions with at least 2 captioned photos to learn from; "
+                f"found {sum(1 for it in items if it['image'])} photos, "
+                f"{sum(1 for it in items if it['caption'])} captions, {n_pair} pairs"
+            )
+        for i, it in enumerate(items):
+            it["id"] = i
+        _write_manifest(P.manifest, items)
+        finish("scan")
+        n_img = sum(1 for it in items if it["image"])
+        n_cap = sum(1 for it in items if it["caption"])
+        n_pair = sum(1 for it in items if it["image"] and it["caption"])
+        log(f"scan: {len(items)} items ({n_img} photos, {n_cap} captions, {n_pair} pairs)")
+    items = _read_manifest(P.manifest)
+
+    # features ---------------------------------------------------------------------------------
+    if "features" not in done:
+        from ..featurizer_spec import FeaturizerSpec
+
+        spec = FeaturizerSpec(
+            image=FeaturizerSpec.image_settings(image_model) if any(it["image"] for it in items) else None,
+        )
+        captions_ = [it["caption"] for it in items if it["caption"]]
+        if captions_:
+            if text_features == "bow":
+                from ..featurize import bow_features
+
+                try:
+                    _, vocab = bow_features(captions_, vocabulary_size=vocabulary_size)
+                except ValueError as exc:
+                    raise CollectionError(f"{captions}: {exc}") from None
+                spec.text = FeaturizerSpec.bow_settings(vocab)
+            else:
+                spec.text = FeaturizerSpec.minilm_settings()
+        missing = spec.missing_extras()
+        if missing:
+            from ..featurize import MissingExtraError
+
+            raise MissingExtraError(missing[0])
+        P.work.mkdir(exist_ok=True)
+        image, text, image_mask, text_mask = _featurize_items(items, spec, work=P.work, batch_size=batch_size,
+                                                              progress=progress, ray=ray)
+        _write_manifest(P.manifest, items)  # unreadable photos noted
+        _save_features(P.features, spec, [it["id"] for it in items], image, text, image_mask, text_mask)
+        finish("features")
+        shutil.rmtree(P.work, ignore_errors=True)
+        log(f"features: {int(image_mask.sum())} photos, {int(text_mask.sum())} captions")
+
+    # fit --------------------------------------------------------------------------------------
+    if "fit" not in done:
+        from ..registry import get_method_class
+
+        data, spec, ids = _load_features(P.features)
+        n_pair = int((data.image_mask & data.text_mask).sum())
+        if not data.image_mask.any() or not data.text_mask.any() or n_pair < 2:
+            raise CollectionError(
+                f"a collection needs photos and captions with at least 2 captioned photos to learn from; "
+                f"found {int(data.image_mask.sum())} photos, {int(data.text_mask.sum())} captions, {n_pair} pairs"
+                + (f" once {n_bad} unreadable photo(s) were skipped" if (n_bad := sum(1 for it in items
+                                                                                      if it.get("error"))) else "")
+            )
+        if data.n_objects > fit_max:
+            rng = np.random.default_rng(seed)
+            data = data.subset(np.sort(rng.choice(data.n_objects, fit_max, replace=False)))
+        klass = get_method_class(method)
+        extra = {}
+        if progress and "verbose" in klass().get_params(deep=False) and "verbose" not in (params or {}):
+            extra["verbose"] = True  # DMH's progress bars and stage timings
+        model = klass(n_bits=n_bits, random_state=seed, **(params or {}), **extra)
+        log(f"fit: {type(model).__name__} ({n_bits} bits) on {data.n_objects} items ({data.n_paired} pairs)")
+        model.fit(data)
+        model.featurizer_ = spec
+        model.save(P.model)
+        finish("fit")
+
+    # codes and indexes ------------------------------------------------------------------------
+    if "codes" not in done:
+        from ..base import load_model
+
+        data, _, ids = _load_features(P.features)
+        model = load_model(P.model)
+        if store != "local":
+            _write_store_record(P, out, store)
+        _write_codes(P, model, data.image, data.text, data.image_mask, data.text_mask, ids, old=None, ray=ray)
+        finish("codes")
+        log(f"codes: {int(data.image_mask.sum())} photos and {int(data.text_mask.sum())} captions indexed")
+
+    # thumbnails -------------------------------------------------------------------------------
+    if "thumbs" not in done:
+        _make_thumbnails(P.thumbs, items, progress=progress)
+        finish("thumbs")
+    log(f"collection ready: {out} ({len(items)} items)")
+    return out
+
+
+def _check_output_folder(out: Path) -> None:
+    """Before any work: ``out`` (a folder to create or fill) can be written."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(out, "is a file, not a collection folder (-o)")
+    parent = out
+    while not parent.exists():  # the first existing folder above must accept new entries
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(out, f"{parent} is a file, not a folder (-o)")
+    try:
+        check_writable(parent / ".dmh-collection-probe", "-o")
+    except OutputError as exc:
+        raise OutputError(out, exc.problem) from None
+
+
+def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16, progress: bool = True,
+                      log=print, ray=None) -> int:
+    """Add new photos and/or captions to a built collection: only they are featurized (with the
+    stored featurizer), encoded (with the stored model) and indexed. Photos already in the
+    collection are skipped. ``ray``: a :class:`dmh.distributed.RayOptions` to featurize and
+    encode on Ray. Returns the number of items added."""
+    path = Path(path)
+    P = _Paths(path)
+    _check_complete(path)
+    if photos is None and captions is None:
+        raise CollectionError("give a photos folder, a captions file, or both")
+    check_writable(P.manifest, "COLLECTION")  # before any work: a read-only collection is refused now
+    from ..base import load_model
+    from ..index import load_codes
+
+    items = _read_manifest(P.manifest)
+    known = {it["image"] for it in items if it["image"]}
+    new, skipped = _scan(photos, captions, known)
+    if skipped:
+        log(f"{skipped} photo(s) already in the collection skipped")
+    if not new:
+        log("nothing new to add")
+        return 0
+    start = max((it["id"] for it in items), default=-1) + 1
+    for i, it in enumerate(new):
+        it["id"] = start + i
+    model = load_model(P.model)
+    spec = model.featurizer_
+    missing = spec.missing_extras()
+    if missing:
+        from ..featurize import MissingExtraError
+
+        raise MissingExtraError(missing[0])
+    if spec.text is None and any(it["caption"] for it in new):
+        raise CollectionError(f"{path} was built without captions, so it cannot index new captions")
+    if spec.image is None and any(it["image"] for it in new):
+        raise CollectionError(f"{path} was built without photos, so it cannot index new photos")
+    image, text, image_mask, text_mask = _featurize_items(new, spec, batch_size=batch_size, progress=progress,
+                                                          ray=ray)
+    ids = np.array([it["id"] for it in new], np.int64)
+    # Files are rewritten in full, the manifest last: until it is written the collection is the
+    # old one, and whatever an interrupted add left in the other files is cut back to its items.
+    listed = np.array([it["id"] for it in items], np.int64)
+    old = {}
+    for m in ("image", "text"):
+        codes, cids = load_codes(getattr(P, f"{m}_codes"))
+        keep_old = np.isin(cids, listed)
+        old[m] = (codes[keep_old], cids[keep_old])
+    data, _, old_ids = _load_features(P.features)
+    keep_old = np.isin(old_ids, listed)
+    _save_features(
+        P.features, spec, np.concatenate([old_ids[keep_old], ids]),
+        np.concatenate([data.image[keep_old].astype(np.float32), image]),
+        np.concatenate([data.text[keep_old].astype(np.float32), text]),
+        np.concatenate([data.image_mask[keep_old], image_mask]),
+        np.concatenate([data.text_mask[keep_old], text_mask]),
+    )
+    _write_codes(P, model, image, text, image_mask, text_mask, ids, old, ray=ray)
+    for it in new:  # a thumbnail under a new id is one an interrupted add left: of another photo
+        (P.thumbs / f"{it['id']}.jpg").unlink(missing_ok=True)
+    _make_thumbnails(P.thumbs, new, progress=progress)
+    _write_manifest(P.manifest, items + new)
+    keep = image_mask | text_mask
+    log(f"added {int(keep.sum())} item(s) ({int(image_mask.sum())} photos, {int(text_mask.sum())} captions) to {path}")
+    return len(new)
