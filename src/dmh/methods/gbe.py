@@ -1,5 +1,10 @@
 """Global Binary Embedding (GBE; paper Eqs. 7-11, 26, Algorithm 2), in PyTorch, computed in blocks.
 
+(Over 500 lines on purpose: the loss, its two similarity targets, the exact blockwise solver, the
+sampled O(n k) solver and the fit loop stay in one module because the two solvers must compute the
+same loss from the same similarity definitions; tests hold them equal when the draws cover every
+pair.)
+
 Loss over relaxed codes ``Hh`` (n x c)::
 
     l2 = KL(S^Y || S^H(Hh)) + gamma * q(Hh),     q = (1/n) sum_i ||hh_i - sign(hh_i)||^2
