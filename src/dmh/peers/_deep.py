@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .. import _validation
 from ..errors import ParameterError
 
 __all__ = [
@@ -43,30 +44,17 @@ __all__ = [
 
 # ---------------------------------------------------------------------------- parameter checks
 def check_int(owner, name: str, minimum: int = 1) -> int:
-    value = getattr(owner, name)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ParameterError(
-            f"{type(owner).__name__}: {name} must be an integer >= {minimum}, got {value!r}"
-        )
-    return int(value)
+    """The attribute ``name`` of ``owner`` checked by :func:`dmh._validation.check_int`."""
+    return _validation.check_int(getattr(owner, name), name, minimum=minimum, owner=type(owner).__name__)
 
 
 def check_float(owner, name: str, low: float = 0.0, high: float = math.inf, *,
                 low_open: bool = False, high_open: bool = False) -> float:
-    value = getattr(owner, name)
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if ok:
-        value = float(value)
-        ok = np.isfinite(value) and (value > low if low_open else value >= low) and (
-            value < high if high_open else value <= high)
-    if not ok:
-        lo = "(" if low_open else "["
-        hi = ")" if high_open else "]"
-        raise ParameterError(
-            f"{type(owner).__name__}: {name} must be a finite number in {lo}{low}, {high}{hi}, "
-            f"got {getattr(owner, name)!r}"
-        )
-    return value
+    """The attribute ``name`` of ``owner`` checked by :func:`dmh._validation.check_real`."""
+    return _validation.check_real(
+        getattr(owner, name), name, low=low, low_inclusive=not low_open,
+        high=None if math.isinf(high) else high, high_inclusive=not high_open, owner=type(owner).__name__,
+    )
 
 
 def check_hidden(owner, name: str) -> tuple[int, ...]:
