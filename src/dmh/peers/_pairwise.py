@@ -16,13 +16,13 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..base import BaseHasher
 from ..data import CrossModalData
+from ._nets import ScaledNetsHasher
 
 __all__ = ["PairwiseDeepPeer"]
 
 
-class PairwiseDeepPeer(BaseHasher):
+class PairwiseDeepPeer(ScaledNetsHasher):
     """Common fitting, encoding and saving of the similarity-reconstruction peers.
 
     Trains on the **paired** objects only (``uses_unpaired = False``): image-only and text-only
@@ -30,7 +30,6 @@ class PairwiseDeepPeer(BaseHasher):
     """
 
     uses_unpaired = False
-    uses_torch = True
     min_paired = 2
 
     # ------------------------------------------------------------------ to override
@@ -142,22 +141,3 @@ class PairwiseDeepPeer(BaseHasher):
         self.n_iter_ = len(history)
         self.fit_time_ = time.perf_counter() - t0
 
-    # ------------------------------------------------------------------ encoding and saving
-    def _project(self, X, modality):
-        from . import _deep
-
-        return _deep.scaled_project(self.nets_, self.scalers_, X, modality)
-
-    def _get_state(self):
-        from . import _deep
-
-        state = _deep.scaled_net_state(self.nets_, self.scalers_)
-        state["loss_history"] = self.loss_history_
-        return state
-
-    def _set_state(self, state):
-        from . import _deep
-
-        self.scalers_, self.nets_ = _deep.load_scaled_nets(self, state)
-        self.loss_history_ = np.asarray(state["loss_history"])
-        self.n_iter_ = len(self.loss_history_)

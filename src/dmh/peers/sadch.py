@@ -45,8 +45,9 @@ import time
 import numpy as np
 from scipy import sparse
 
-from ..base import BaseHasher, sign_codes
+from ..base import sign_codes
 from ..data import CrossModalData
+from ._nets import ScaledNetsHasher
 from .djsrh import cosine_similarity
 
 __all__ = ["SADCH", "cross_view_similarity", "knn_adjacency", "update_codes"]
@@ -104,7 +105,7 @@ def asymmetric_objective(B, U_list, S_list, idx_list, gamma: float) -> float:
     return total
 
 
-class SADCH(BaseHasher):
+class SADCH(ScaledNetsHasher):
     """SADCH (Wang et al., IEEE Access 2020) as reconstructed here (see the module docstring);
     uses the unpaired objects of semi-paired data.
 
@@ -138,7 +139,6 @@ class SADCH(BaseHasher):
 
     method_name = "sadch"
     uses_unpaired = True
-    uses_torch = True
     min_paired = 2
 
     def __init__(self, n_bits=64, *, n_neighbours=10, gamma=200.0, n_query=2000, outer_iter=10, inner_epochs=3,
@@ -231,25 +231,14 @@ class SADCH(BaseHasher):
         self.n_iter_ = p["outer_iter"]
         self.fit_time_ = time.perf_counter() - t0
 
-    def _project(self, X, modality):
-        from . import _deep
-
-        return _deep.scaled_project(self.nets_, self.scalers_, X, modality)
-
     def _get_state(self):
-        from . import _deep
-
-        state = _deep.scaled_net_state(self.nets_, self.scalers_)
+        state = super()._get_state()
         state["codes"] = self.codes_
         state["objective_history"] = self.objective_history_
-        state["loss_history"] = self.loss_history_
         return state
 
     def _set_state(self, state):
-        from . import _deep
-
-        self.scalers_, self.nets_ = _deep.load_scaled_nets(self, state)
+        super()._set_state(state)
         self.codes_ = np.asarray(state["codes"]).astype(np.int8)
         self.objective_history_ = np.asarray(state["objective_history"])
-        self.loss_history_ = np.asarray(state["loss_history"])
         self.n_iter_ = len(self.objective_history_)

@@ -35,9 +35,9 @@ import time
 
 import numpy as np
 
-from ..base import BaseHasher
 from ..data import CrossModalData
 from ..errors import ParameterError
+from ._nets import ScaledNetsHasher
 
 __all__ = ["UCCH", "crl_loss"]
 
@@ -107,7 +107,7 @@ def nce_loss(logits):
     return -torch.log_softmax(logits, dim=1)[:, 0].mean()
 
 
-class UCCH(BaseHasher):
+class UCCH(ScaledNetsHasher):
     """UCCH (Hu et al., TPAMI 2022) over given image and text features; paired objects only.
 
     Parameters (defaults: the authors' ``utils/config.py`` unless said otherwise)
@@ -144,7 +144,7 @@ class UCCH(BaseHasher):
 
     method_name = "ucch"
     uses_unpaired = False
-    uses_torch = True
+    _normalised_nets = True
     min_paired = 2
 
     def __init__(self, n_bits=64, *, alpha=0.9, n_negatives=4096, temperature=0.9, memory_momentum=0.4,
@@ -257,21 +257,3 @@ class UCCH(BaseHasher):
         self.n_iter_ = len(history)
         self.fit_time_ = time.perf_counter() - t0
 
-    def _project(self, X, modality):
-        from . import _deep
-
-        return _deep.scaled_project(self.nets_, self.scalers_, X, modality)
-
-    def _get_state(self):
-        from . import _deep
-
-        state = _deep.scaled_net_state(self.nets_, self.scalers_)
-        state["loss_history"] = self.loss_history_
-        return state
-
-    def _set_state(self, state):
-        from . import _deep
-
-        self.scalers_, self.nets_ = _deep.load_scaled_nets(self, state, normalise=True)
-        self.loss_history_ = np.asarray(state["loss_history"])
-        self.n_iter_ = len(self.loss_history_)
