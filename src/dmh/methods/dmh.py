@@ -24,9 +24,9 @@ __all__ = ["DMH", "PRESETS"]
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0),
+                  dam_weight_decay=0.0, cle_scaling="feature"),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0),
+                    dam_weight_decay=0.0, cle_scaling="feature"),
 }
 
 
@@ -104,6 +104,13 @@ class DMH(BaseHasher):
         Weights of GBE's bit-balance and bit-decorrelation terms (0: off, the paper).
     dam_weight_decay : float or None
         L2 weight decay of DAM's Adam (0: off, the paper).
+    cle_scaling : {"feature", "view"} or None
+        How the input descriptions enter the first round of CLE. ``"feature"`` (the paper preset):
+        every feature standardised to unit variance, as for the networks' input. ``"view"``: each
+        view only centred and scaled as a whole (:func:`dmh.methods.cle.scale_view`), so features
+        keep their relative scales: a rare word of a standardised bag of words, or a
+        low-variance CNN channel, no longer weighs as much as the dominant directions. The
+        networks' input is standardised either way. ``None``: the preset's.
     record_diagnostics : bool
         Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
         :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
@@ -150,7 +157,7 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 record_diagnostics=False):
+                 record_diagnostics=False, cle_scaling=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -192,6 +199,7 @@ class DMH(BaseHasher):
         self.gbe_decorrelation = gbe_decorrelation
         self.dam_weight_decay = dam_weight_decay
         self.record_diagnostics = record_diagnostics
+        self.cle_scaling = cle_scaling
 
     def _opt(self, name):
         """An option's value: as given, or the preset's when ``None``."""
@@ -218,6 +226,7 @@ class DMH(BaseHasher):
             "gbe_init": ("pca", "projection", "random"),
             "gbe_solver": ("auto", "exact", "approx"),
             "device": ("auto", "cpu", "cuda"),
+            "cle_scaling": ("feature", "view"),
         }
         if self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -283,7 +292,9 @@ class DMH(BaseHasher):
             nets = {m: dam.make_net(m, X[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
         for net in nets.values():
             net.to(device)
-        Zs = [X["image"], X["text"]]
+        # descriptions of the first CLE round: standardised per feature (paper) or as raw as given
+        # (each view is centred and scaled as a whole by scale_view below), see ``cle_scaling``
+        Zs = [X["image"], X["text"]] if self._opt("cle_scaling") == "feature" else [data.image, data.text]
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
         opts = {"image": None, "text": None}
         lrs = {"image": self.image_lr, "text": self.text_lr}

@@ -1,0 +1,51 @@
+"""``DMH(cle_scaling=...)``: how the input descriptions enter CLE's first round (docs/quality.md,
+"Dense CNN features: DMH vs CCA-ITQ")."""
+
+import numpy as np
+import pytest
+
+from dmh import DMH, CrossModalData
+from dmh.diagnostics import _cosine, ranking_map
+from dmh.methods.dmh import PRESETS
+
+TINY = dict(d=16, hidden_size=32, n_rounds=1, dam_epochs=2, cle_max_iter=10, gbe_max_iter=20)
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _views_with_faint_noise(n=200, n_signal=6, n_noise=60, seed=0):
+    """4 clusters seen by both views through ``n_signal`` strong features each, plus ``n_noise``
+    faint features per view (standard deviation 0.05) unrelated to the clusters or to the other
+    view: the many rare words of a bag of words, or a CNN's low-variance channels. Standardising
+    every feature to unit variance makes the faint ones as loud as the signal."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(4), n // 4)
+    views = []
+    for _ in range(2):
+        centres = 3.0 * rng.normal(size=(4, n_signal))
+        signal = centres[y] + rng.normal(size=(n, n_signal))
+        views.append(np.hstack([signal, 0.05 * rng.normal(size=(n, n_noise))]))
+    idx = np.arange(n)
+    return CrossModalData(image=views[0], text=views[1], labels=y, train_idx=idx, query_idx=idx[:40],
+                          database_idx=idx, name="faint-noise")
+
+
+def _map_of_features(Y, labels):
+    rel = labels[:, None] == labels[None, :]
+    return ranking_map(_cosine(Y, Y), rel, np.eye(len(labels), dtype=bool))
+
+
+def test_paper_preset_standardises_every_feature():
+    assert PRESETS["paper"]["cle_scaling"] == "feature"
+    assert DMH(8, preset="paper")._opt("cle_scaling") == "feature"
+    assert DMH(8, preset="paper", cle_scaling="view")._opt("cle_scaling") == "view"
+    with pytest.raises(ValueError, match="cle_scaling"):
+        DMH(8, cle_scaling="pixel", **TINY).fit(_views_with_faint_noise(n=40))
+
+
+def test_view_scaling_keeps_faint_features_faint():
+    train = _views_with_faint_noise().train()
+    fits = {how: DMH(8, cle_scaling=how, random_state=0, **TINY).fit(train) for how in ("feature", "view")}
+    maps = {how: _map_of_features(m.features_, train.labels) for how, m in fits.items()}
+    assert maps["view"] > maps["feature"] + 0.1, maps
+    codes = {how: _map_of_features(m.codes_.astype(float), train.labels) for how, m in fits.items()}
+    assert codes["view"] > codes["feature"], codes
