@@ -110,11 +110,14 @@ def main(argv=None):
         else:
             Zs = [_whiten(Z, float(pre)) for Z in std]
         views = [cle_mod.scale_view(Z, m) for Z, m in zip(Zs, masks, strict=True)]
+        sv = np.linalg.svd(np.hstack(views), compute_uv=False) ** 2
+        top = float(sv[: min(64, sv.size)].sum() / sv.sum())  # joint variance in the top 64 directions
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             Y = cle_mod.fit_cle(views, masks, d=d, k=k, rng=np.random.default_rng(args.seed)).Y
-            row = {"map_Y": _map_all(_cosine(Y, Y), L), "cle_seconds": time.perf_counter() - t0, "gbe": {}}
+            row = {"map_Y": _map_all(_cosine(Y, Y), L), "cle_seconds": time.perf_counter() - t0,
+                   "joint_variance_top64": top, "gbe": {}}
             for sim in sims:
                 extra = [gbe.perplexity_similarity(v, 30.0) for v in views] if sim == "fused" else []
                 for b in bits:
@@ -122,7 +125,8 @@ def main(argv=None):
                     row["gbe"][f"{sim} {b}"] = _map_all(C @ C.T, L)
         res["cle"][spec] = row
         gtxt = "  ".join(f"GBE {key} bits {v:.4f}" for key, v in row["gbe"].items())
-        print(f"CLE {spec:12s} MAP of Y {row['map_Y']:.4f}  ({row['cle_seconds']:.1f} s)  {gtxt}", flush=True)
+        print(f"CLE {spec:12s} MAP of Y {row['map_Y']:.4f}  ({row['cle_seconds']:.1f} s, top-64 joint variance "
+              f"{top:.2f})  {gtxt}", flush=True)
     out = Path(args.out)
     allres = json.loads(out.read_text()) if out.exists() else []
     allres.append(res)

@@ -38,7 +38,8 @@ def main(argv=None):
             mn = (tn["image->text"] + tn["text->image"]) / 2
             sa, sn = a["label_free"]["score"], n["label_free"]["score"]
             print(f"| {name} | {b} | {s} | {sa:.4f} | {sn:.4f} | {sn - sa:+.4f} | "
-                  f"{ta['image->text']:.3f}/{tn['image->text']:.3f} | {ta['text->image']:.3f}/{tn['text->image']:.3f} | "
+                  f"{ta['image->text']:.3f}/{tn['image->text']:.3f} | "
+                  f"{ta['text->image']:.3f}/{tn['text->image']:.3f} | "
                   f"{mn - ma:+.3f} |")
 
 
