@@ -24,9 +24,9 @@ __all__ = ["DMH", "PRESETS"]
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0),
+                  dam_weight_decay=0.0, cle_dtype="float64"),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0),
+                    dam_weight_decay=0.0, cle_dtype="auto"),
 }
 
 
@@ -104,6 +104,12 @@ class DMH(BaseHasher):
         Weights of GBE's bit-balance and bit-decorrelation terms (0: off, the paper).
     dam_weight_decay : float or None
         L2 weight decay of DAM's Adam (0: off, the paper).
+    cle_dtype : {"auto", "float64", "float32"} or None
+        Precision of CLE's n x d arrays (the scaled views, Y, the conjugate-gradient vectors; sums
+        and small matrices stay float64). ``"float32"`` halves CLE's memory, the largest part of a
+        fit beyond 10^5 objects; ``"auto"`` (default preset) uses it from
+        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, where GBE's solver
+        also switches; the paper preset keeps ``"float64"`` (its codes are unchanged).
     record_diagnostics : bool
         Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
         :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
@@ -150,7 +156,7 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 record_diagnostics=False):
+                 record_diagnostics=False, cle_dtype=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -192,6 +198,7 @@ class DMH(BaseHasher):
         self.gbe_decorrelation = gbe_decorrelation
         self.dam_weight_decay = dam_weight_decay
         self.record_diagnostics = record_diagnostics
+        self.cle_dtype = cle_dtype
 
     def _opt(self, name):
         """An option's value: as given, or the preset's when ``None``."""
@@ -199,6 +206,15 @@ class DMH(BaseHasher):
         if value is None and name in PRESETS.get(self.preset, {}):
             return PRESETS[self.preset][name]
         return value
+
+    def _cle_dtype(self, n: int):
+        """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
+        from . import gbe
+
+        value = self._opt("cle_dtype")
+        if value == "auto":
+            value = "float32" if n >= gbe.APPROX_MIN_N else "float64"
+        return np.dtype(value)
 
     def _kernel_scale(self) -> float:
         s = self._opt("kernel_scale")
@@ -218,6 +234,7 @@ class DMH(BaseHasher):
             "gbe_init": ("pca", "projection", "random"),
             "gbe_solver": ("auto", "exact", "approx"),
             "device": ("auto", "cpu", "cuda"),
+            "cle_dtype": ("auto", "float64", "float32"),
         }
         if self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -270,20 +287,22 @@ class DMH(BaseHasher):
         gen = torch.Generator().manual_seed(torch_seed)
         masks = [data.image_mask, data.text_mask]
         modalities = ("image", "text")
-        X = {}
+        raws = {"image": data.image, "text": data.text}
         self.scalers_ = {}
-        for m, mask, raw in zip(modalities, masks, (data.image, data.text), strict=True):
+        for m, mask in zip(modalities, masks, strict=True):
+            raw = raws[m]
             mu = raw[mask].mean(0)
             sd = raw[mask].std(0)
             sd[sd < 1e-12] = 1.0
             self.scalers_[m] = (mu, sd)
-            X[m] = (raw - mu) / sd
+        X = _Standardised(raws, self.scalers_)  # recomputed when used: one n x d_v copy at a time
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(torch_seed)
-            nets = {m: dam.make_net(m, X[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
+            nets = {m: dam.make_net(m, raws[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
         for net in nets.values():
             net.to(device)
-        Zs = [X["image"], X["text"]]
+        cle_dtype = self._cle_dtype(data.n_objects)
+        Zs = [None, None]  # refreshed features (the inputs, standardised, in the first round)
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
         opts = {"image": None, "text": None}
         lrs = {"image": self.image_lr, "text": self.text_lr}
@@ -301,17 +320,24 @@ class DMH(BaseHasher):
             t = {}
             if r == 0 or self.refresh_features:
                 t0 = time.perf_counter()
-                views = [cle_mod.scale_view(Z, m) for Z, m in zip(Zs, masks, strict=True)]
+                if r == 0:
+                    views = [cle_mod.scale_view(X[m], mask, cle_dtype)
+                             for m, mask in zip(modalities, masks, strict=True)]
+                else:  # refreshed features are this fit's own: scaled in place where the dtype allows
+                    views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
+                             for Z, mask in zip(Zs, masks, strict=True)]
+                Zs = [None, None]
                 cle_t = {}
                 res = cle_mod.fit_cle(
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
-                    neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t,
+                    neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, dtype=cle_dtype,
                 )
                 t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y
                 history["cle"].append(res.objective)
+                views = res = None  # the scaled views are the largest arrays of a fit: free them now
                 t["cle"] = time.perf_counter() - t0
                 if bar:
                     bar.update(1)
@@ -350,7 +376,7 @@ class DMH(BaseHasher):
                 t1 = time.perf_counter()
                 held_out = []
                 losses, opts[m] = dam.train_net(
-                    nets[m], X[m][mask], H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
+                    nets[m], X.observed(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
                 )
@@ -369,9 +395,7 @@ class DMH(BaseHasher):
             t1 = time.perf_counter()
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
-                    Z = np.zeros((mask.size, self.hidden_size), dtype=np.float32)  # exact: outputs are float32
-                    Z[mask] = dam.net_outputs(nets[m], X[m][mask], features=True)
-                    Zs[i] = Z
+                    Zs[i] = hidden_features(nets[m], X[m], mask, self.hidden_size)
             t["refresh"] = time.perf_counter() - t1
             t["dam"] = time.perf_counter() - t0
             history["time"].append(t)
@@ -468,3 +492,35 @@ def pca_codes(Y: np.ndarray, n_bits: int) -> np.ndarray:
     r = min(n_bits, Vt.shape[0])
     P[:, :r] = Vt[:r].T
     return np.where(Yc @ P > 0, 1, -1).astype(np.int8)
+
+
+class _Standardised:
+    """The standardised inputs ``(raw - mean) / scale`` of each modality, computed when asked for
+    (the same values every time) instead of kept: beyond 10^5 objects a kept copy of the inputs is
+    gigabytes that CLE and GBE do not need."""
+
+    def __init__(self, raws: dict, scalers: dict):
+        self.raws, self.scalers = raws, scalers
+
+    def __getitem__(self, m: str) -> np.ndarray:
+        mu, sd = self.scalers[m]
+        return (self.raws[m] - mu) / sd
+
+    def observed(self, m: str, mask: np.ndarray) -> np.ndarray:
+        """Rows of the observed objects (no second copy when every object is observed)."""
+        X = self[m]
+        return X if mask.all() else X[mask]
+
+
+def hidden_features(net, X: np.ndarray, mask: np.ndarray, width: int, rows_per_call: int = 8 * 2048) -> np.ndarray:
+    """The hidden-layer features ``z^v`` of the observed rows of ``X`` (zeros elsewhere), float32,
+    written block by block into one n x width array (``dam.net_outputs``'s batches of 2048 rows
+    are the same as in one call, so the values are too)."""
+    from . import dam
+
+    Z = np.zeros((mask.size, width), dtype=np.float32)  # exact: outputs are float32
+    rows = np.flatnonzero(mask)
+    for s in range(0, rows.size, rows_per_call):
+        sel = rows[s : s + rows_per_call]
+        Z[sel] = dam.net_outputs(net, X[sel], features=True)
+    return Z
