@@ -320,8 +320,10 @@ class DMH(BaseHasher):
             t = {}
             if r == 0 or self.refresh_features:
                 t0 = time.perf_counter()
-                if r == 0:
-                    views = [cle_mod.scale_view(X[m], mask, cle_dtype)
+                if r == 0 and cle_dtype == np.float64:
+                    views = [cle_mod.scale_view(X[m], mask) for m, mask in zip(modalities, masks, strict=True)]
+                elif r == 0:  # a float32 copy of the inputs, scaled in place
+                    views = [cle_mod.scale_view(X.float32(m), mask, cle_dtype, inplace=True)
                              for m, mask in zip(modalities, masks, strict=True)]
                 else:  # refreshed features are this fit's own: scaled in place where the dtype allows
                     views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
@@ -376,7 +378,7 @@ class DMH(BaseHasher):
                 t1 = time.perf_counter()
                 held_out = []
                 losses, opts[m] = dam.train_net(
-                    nets[m], X.observed(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
+                    nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
                 )
@@ -395,7 +397,7 @@ class DMH(BaseHasher):
             t1 = time.perf_counter()
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
-                    Zs[i] = hidden_features(nets[m], X[m], mask, self.hidden_size)
+                    Zs[i] = hidden_features(nets[m], X.float32(m, mask), mask, self.hidden_size)
             t["refresh"] = time.perf_counter() - t1
             t["dam"] = time.perf_counter() - t0
             history["time"].append(t)
@@ -506,21 +508,28 @@ class _Standardised:
         mu, sd = self.scalers[m]
         return (self.raws[m] - mu) / sd
 
-    def observed(self, m: str, mask: np.ndarray) -> np.ndarray:
-        """Rows of the observed objects (no second copy when every object is observed)."""
-        X = self[m]
-        return X if mask.all() else X[mask]
+    def float32(self, m: str, mask: np.ndarray | None = None, step: int = 8192) -> np.ndarray:
+        """The rows of ``mask`` (all when None) as float32, computed by blocks of rows: the values the
+        networks see (they cast to float32), without a float64 n x d_v temporary."""
+        raw = self.raws[m]
+        mu, sd = self.scalers[m]
+        rows = None if mask is None or mask.all() else np.flatnonzero(mask)
+        n = raw.shape[0] if rows is None else rows.size
+        out = np.empty((n, raw.shape[1]), dtype=np.float32)
+        for s in range(0, n, step):
+            block = raw[s : s + step] if rows is None else raw[rows[s : s + step]]
+            out[s : s + step] = (block - mu) / sd
+        return out
 
 
-def hidden_features(net, X: np.ndarray, mask: np.ndarray, width: int, rows_per_call: int = 8 * 2048) -> np.ndarray:
-    """The hidden-layer features ``z^v`` of the observed rows of ``X`` (zeros elsewhere), float32,
-    written block by block into one n x width array (``dam.net_outputs``'s batches of 2048 rows
-    are the same as in one call, so the values are too)."""
+def hidden_features(net, X_obs: np.ndarray, mask: np.ndarray, width: int, rows_per_call: int = 8 * 2048) -> np.ndarray:
+    """The hidden-layer features ``z^v`` of the observed objects (``X_obs``: their inputs, one row
+    each, in order; zeros for the others), float32, written block by block into one n x width array
+    (``dam.net_outputs``'s batches of 2048 rows are those of one call, so the values are too)."""
     from . import dam
 
     Z = np.zeros((mask.size, width), dtype=np.float32)  # exact: outputs are float32
     rows = np.flatnonzero(mask)
     for s in range(0, rows.size, rows_per_call):
-        sel = rows[s : s + rows_per_call]
-        Z[sel] = dam.net_outputs(net, X[sel], features=True)
+        Z[rows[s : s + rows_per_call]] = dam.net_outputs(net, X_obs[s : s + rows_per_call], features=True)
     return Z
