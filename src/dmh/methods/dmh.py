@@ -209,11 +209,9 @@ class DMH(BaseHasher):
 
     def _cle_dtype(self, n: int):
         """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
-        from . import gbe
-
         value = self._opt("cle_dtype")
         if value == "auto":
-            value = "float32" if n >= gbe.APPROX_MIN_N else "float64"
+            value = "float32" if n >= _approx_min_n() else "float64"
         return np.dtype(value)
 
     def _kernel_scale(self) -> float:
@@ -264,14 +262,15 @@ class DMH(BaseHasher):
             check_real(getattr(self, name), name, low_inclusive=False)
 
     def _check_memory(self, data: CrossModalData) -> None:
-        """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits)."""
+        """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits):
+        :func:`fit_memory_bytes`, the estimated peak of the fit, against the machine's memory."""
         n = data.n_objects
-        width = self.hidden_size
-        d_in = data.image.shape[1] + data.text.shape[1]
-        # weights + gradients + two Adam moments (float32), hidden features of every object (float64,
-        # two views), CLE's n x d features
-        n_bytes = 4.0 * 4 * width * (d_in + 2 * self.n_bits_ + 4) + 8.0 * 2 * n * width + 8.0 * 4 * n * self.d
-        check_finite_memory(n_bytes, "DMH", f"hidden_size={width}, d={self.d}, n_bits={self.n_bits_}")
+        n_bytes = fit_memory_bytes(
+            n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits_,
+            cle_bytes=self._cle_dtype(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
+            exact_gbe=self.gbe_solver == "exact" or (self.gbe_solver == "auto" and n < _approx_min_n()),
+        )
+        check_finite_memory(n_bytes, "DMH", f"hidden_size={self.hidden_size}, d={self.d}, n_bits={self.n_bits_}")
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
@@ -533,3 +532,33 @@ def hidden_features(net, X_obs: np.ndarray, mask: np.ndarray, width: int, rows_p
     for s in range(0, rows.size, rows_per_call):
         Z[rows[s : s + rows_per_call]] = dam.net_outputs(net, X_obs[s : s + rows_per_call], features=True)
     return Z
+
+
+def _approx_min_n() -> int:
+    from . import gbe
+
+    return gbe.APPROX_MIN_N
+
+
+def fit_memory_bytes(n: int, d_image: int, d_text: int, *, hidden: int = 4096, d: int = 512, n_bits: int = 64,
+                     cle_bytes: int = 8, refresh: bool = True, exact_gbe: bool = False) -> float:
+    """Estimated peak resident memory (bytes) of a DMH fit on ``n`` objects, the inputs included.
+
+    The terms, from the arrays the fit holds at its fullest moment (see docs/scaling.md for the
+    peaks measured against it): the inputs as :class:`~dmh.data.CrossModalData` keeps them
+    (float64); the largest stage of a round among CLE (its scaled views, in ``cle_bytes`` per
+    value, plus about 12 n x d arrays of Y, conjugate gradients and neighbour search), GBE (Y
+    in float64 and float32, the neighbour search's 1 GiB blocks, the exact solver's n x n cache)
+    and DAM (one modality's float32 inputs plus the refreshed features); the networks with their
+    gradients and Adam moments; and about 0.6 GiB of interpreter, libraries and allocator slack.
+    """
+    n, d_in, d_max = float(n), float(d_image + d_text), float(max(d_image, d_text))
+    b = float(cle_bytes)
+    inputs = 8.0 * n * d_in
+    views1 = b * n * d_in + (8.0 * 3 * n * d_max if b == 8 else 4.0 * n * min(d_max, 8192))
+    views2 = (b * 2 * n * hidden + (4.0 * 2 * n * hidden + 8.0 * 2 * n * hidden if b == 8 else 0.0)) if refresh else 0.0
+    cle_work = 12.0 * b * n * d + min(2**28, 12.0 * n * min(n, 2048))
+    gbe = 12.0 * n * d + min(2.0**30, 8.0 * n * n) + (min(4.0 * n * n, 2.0**31) if exact_gbe else 200.0 * n * 8)
+    dam = 4.0 * n * d_max + (4.0 * 2 * n * hidden if refresh else 0.0)
+    nets = 4.0 * 4 * hidden * (d_in + 2 * n_bits + 4)
+    return inputs + max(max(views1, views2) + cle_work, gbe, dam) + nets + 0.6 * 2.0**30
