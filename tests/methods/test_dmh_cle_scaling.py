@@ -49,3 +49,14 @@ def test_view_scaling_keeps_faint_features_faint():
     assert maps["view"] > maps["feature"] + 0.1, maps
     codes = {how: _map_of_features(m.codes_.astype(float), train.labels) for how, m in fits.items()}
     assert codes["view"] > codes["feature"], codes
+
+
+@pytest.mark.parametrize("cle_dtype", ["float64", "float32"])
+def test_view_scaling_leaves_the_callers_arrays_alone(cle_dtype):
+    train = _views_with_faint_noise(n=80).train()
+    image = train.image.astype(np.float32 if cle_dtype == "float32" else np.float64)
+    data = CrossModalData(image=image, text=train.text, labels=train.labels, train_idx=np.arange(80),
+                          query_idx=np.arange(8), database_idx=np.arange(80), name="copy-check")
+    before = data.image.copy()
+    DMH(8, cle_scaling="view", cle_dtype=cle_dtype, random_state=0, **TINY).fit(data.train())
+    assert np.array_equal(data.image, before)
