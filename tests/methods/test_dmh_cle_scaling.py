@@ -57,6 +57,7 @@ def test_view_scaling_leaves_the_callers_arrays_alone(cle_dtype):
     image = train.image.astype(np.float32 if cle_dtype == "float32" else np.float64)
     data = CrossModalData(image=image, text=train.text, labels=train.labels, train_idx=np.arange(80),
                           query_idx=np.arange(8), database_idx=np.arange(80), name="copy-check")
-    before = data.image.copy()
-    DMH(8, cle_scaling="view", cle_dtype=cle_dtype, random_state=0, **TINY).fit(data.train())
-    assert np.array_equal(data.image, before)
+    fit_on = data.train()
+    before = fit_on.image.copy()
+    DMH(8, cle_scaling="view", cle_dtype=cle_dtype, random_state=0, **TINY).fit(fit_on)
+    assert np.array_equal(fit_on.image, before)
