@@ -83,7 +83,8 @@ def make_net(modality: str, in_features: int, n_bits: int, hidden) -> HashNet:
 def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: float, batch_size: int,
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
               progress=None, device: str = "cpu", tol: float | None = None, holdout: float = 0.1,
-              val_history: list | None = None, weight_decay: float = 0.0) -> tuple[list, torch.optim.Optimizer]:
+              val_history: list | None = None, weight_decay: float = 0.0, agreement: list | None = None,
+              agree_tol: float | None = None, agree_ref: float | None = None) -> tuple[list, torch.optim.Optimizer]:
     """Fit Eq. 12 for one network by mini-batch Adam (fused kernel; L2 ``weight_decay``, 0 = the paper);
     returns the mean loss of each epoch.
 
@@ -94,7 +95,15 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
     ``holdout`` of the rows (drawn by ``generator``) is kept out of training, and training stops
     after the first epoch that lowers their loss (Eq. 12 against the codes: no labels) by less
     than ``tol`` relative; their losses, before training and after each epoch, are appended to
-    ``val_history``."""
+    ``val_history``.
+
+    ``agreement`` (a list) receives each epoch's bit agreement: the fraction of target bits whose
+    sign the network's outputs reproduced on that epoch's batches (measured as they were trained,
+    so it costs nothing extra). With ``agree_tol`` set, training stops after the first epoch that
+    raises the agreement by less than ``agree_tol`` over the epoch before; after the first epoch
+    it stops when the agreement is already within ``agree_tol`` of ``agree_ref`` (the agreement
+    this network had reached on its previous targets), so a warm-started network whose targets
+    barely changed trains for one pass. Labels play no part."""
     Xt = torch.as_tensor(X, dtype=torch.float32).to(device)
     Ht = torch.as_tensor(H, dtype=torch.float32).to(device)
     opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True,
@@ -112,10 +121,12 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
         prev = _mean_loss(net, Xv, Hv)
         if val_history is not None:
             val_history.append(prev)
+    fracs = []
     net.train()
     for _ in range(epochs):
         perm = torch.randperm(n, generator=generator).to(device)
         total = torch.zeros((), dtype=torch.float64, device=device)  # no host sync per batch
+        agree = torch.zeros((), dtype=torch.int64, device=device)
         for s in range(0, n, batch_size):
             idx = perm[s : s + batch_size]
             out = net(Xt[idx])
@@ -124,9 +135,20 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
             loss.backward()
             opt.step()
             total += loss.detach().double() * idx.numel()
+            agree += ((out.detach() > 0) == (Ht[idx] > 0)).sum()
             if progress is not None:
                 progress(idx.numel())
         history.append(float(total) / n)
+        fracs.append(float(agree) / max(1, n * Ht.shape[1]))
+        if agreement is not None:
+            agreement.append(fracs[-1])
+        if agree_tol is not None:
+            if len(fracs) == 1:
+                stop = agree_ref is not None and fracs[-1] >= agree_ref - agree_tol
+            else:
+                stop = fracs[-1] - fracs[-2] < agree_tol
+            if stop:
+                break
         if val is not None:
             cur = _mean_loss(net, Xv, Hv)
             if val_history is not None:

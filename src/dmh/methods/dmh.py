@@ -24,9 +24,9 @@ __all__ = ["DMH", "PRESETS"]
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0),
+                  dam_weight_decay=0.0, dam_stop="fixed"),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0),
+                    dam_weight_decay=0.0, dam_stop="agreement"),
 }
 
 
@@ -62,6 +62,17 @@ class DMH(BaseHasher):
         None: always ``dam_epochs`` passes. A number: keep 10% of each network's training objects
         out of its training and stop after the first pass that lowers their loss (Eq. 12, against
         the codes, so no labels) by less than ``dam_tol`` relative.
+    dam_stop : {"fixed", "agreement"} or None
+        ``"fixed"`` (the paper preset): ``dam_epochs`` passes in every round. ``"agreement"`` (the
+        default preset): the first round (networks trained from scratch) still makes
+        ``dam_epochs`` passes; in later rounds, where each network starts from the previous round's
+        weights and GBE's new codes barely differ from the old, it stops after the first pass that
+        raises its bit agreement with the codes (on its training batches) by less than
+        ``dam_agree_tol``, or that already brings it back within ``dam_agree_tol`` of the agreement
+        it had reached in the previous round (at most ``dam_epochs`` passes; no labels used).
+        ``None``: the preset's.
+    dam_agree_tol : float [0.005]
+        Tolerance of ``dam_stop="agreement"``, as a fraction of the target bits.
     complement : {"lle", "zero"}
         Complement missing descriptions by Eq. 5 (DMH) or with zeros (DMH-ZERO ablation).
     binary_embedding : {"gbe", "pca"}
@@ -150,7 +161,7 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 record_diagnostics=False):
+                 dam_stop=None, dam_agree_tol=5e-3, record_diagnostics=False):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -191,6 +202,8 @@ class DMH(BaseHasher):
         self.gbe_balance = gbe_balance
         self.gbe_decorrelation = gbe_decorrelation
         self.dam_weight_decay = dam_weight_decay
+        self.dam_stop = dam_stop
+        self.dam_agree_tol = dam_agree_tol
         self.record_diagnostics = record_diagnostics
 
     def _opt(self, name):
@@ -218,6 +231,7 @@ class DMH(BaseHasher):
             "gbe_init": ("pca", "projection", "random"),
             "gbe_solver": ("auto", "exact", "approx"),
             "device": ("auto", "cpu", "cuda"),
+            "dam_stop": ("fixed", "agreement"),
         }
         if self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -241,6 +255,7 @@ class DMH(BaseHasher):
         check_int(self.dam_epochs, "dam_epochs", minimum=0)
         if self.dam_tol is not None:
             check_real(self.dam_tol, "dam_tol")
+        check_real(self.dam_agree_tol, "dam_agree_tol")
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
             check_real(getattr(self, name), name)
         for name in ("image_lr", "text_lr", "gbe_lr"):
@@ -286,6 +301,7 @@ class DMH(BaseHasher):
         Zs = [X["image"], X["text"]]
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
         opts = {"image": None, "text": None}
+        agree_last = {"image": None, "text": None}  # bit agreement of each network's last epoch
         lrs = {"image": self.image_lr, "text": self.text_lr}
         H_relaxed = None
         Y = None
@@ -349,11 +365,18 @@ class DMH(BaseHasher):
             for m, mask in zip(modalities, masks, strict=True):
                 t1 = time.perf_counter()
                 held_out = []
+                agreement = []
+                warm_stop = self._opt("dam_stop") == "agreement" and r > 0
                 losses, opts[m] = dam.train_net(
                     nets[m], X[m][mask], H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
+                    agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
+                    agree_ref=agree_last[m],
                 )
+                if agreement:
+                    agree_last[m] = agreement[-1]
+                history.setdefault(f"dam_{m}_agreement", []).append(agreement)
                 history[f"dam_{m}"].append(losses)
                 history.setdefault(f"dam_{m}_heldout", []).append(held_out)
                 t[f"dam_{m}"] = time.perf_counter() - t1
