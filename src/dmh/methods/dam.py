@@ -45,12 +45,41 @@ class MultiScaleFusion(nn.Module):
         self.bias = nn.Parameter(torch.zeros(len(self.kernels)))
         self.out_features = in_features + sum(in_features // k for k in self.kernels)
 
-    def forward(self, x):
-        parts = [x]
+    def pooled(self, x):
+        """The pooled channels, each through its 1x1 convolution and ReLU."""
+        parts = []
         for i, k in enumerate(self.kernels):
             pooled = nn.functional.avg_pool1d(x[:, None, :], kernel_size=k, stride=k)[:, 0, :]
             parts.append(torch.relu(self.scale[i] * pooled + self.bias[i]))
-        return torch.cat(parts, dim=1)
+        return parts
+
+    def forward(self, x):
+        return torch.cat([x, *self.pooled(x)], dim=1)
+
+
+class _FusionLinear(torch.autograd.Function):
+    """``Linear(cat([x, pooled]))`` whose backward skips the gradient of the raw input ``x``.
+
+    Autograd computes the gradient of the whole concatenated input (the fusion's scales need the
+    pooled part's) and drops the raw part, which is most of its columns: for a 2000-d text input
+    that is a (batch x hidden x 2000) product per step thrown away. The forward is the same
+    ``addmm`` as ``nn.Linear``; the backward computes the weight's, the bias's and the pooled
+    columns' gradients only (equal to autograd's up to floating-point rounding)."""
+
+    @staticmethod
+    def forward(ctx, x, pooled, weight, bias):
+        inp = torch.cat([x, pooled], dim=1)
+        ctx.save_for_backward(inp, weight)
+        ctx.n_raw = x.shape[1]
+        return torch.addmm(bias, inp, weight.t())
+
+    @staticmethod
+    def backward(ctx, grad):
+        inp, weight = ctx.saved_tensors
+        grad_pooled = grad.mm(weight[:, ctx.n_raw:]) if ctx.needs_input_grad[1] else None
+        grad_weight = grad.t().mm(inp) if ctx.needs_input_grad[2] else None
+        grad_bias = grad.sum(0) if ctx.needs_input_grad[3] else None
+        return None, grad_pooled, grad_weight, grad_bias
 
 
 class HashNet(nn.Module):
@@ -66,11 +95,18 @@ class HashNet(nn.Module):
             width = int(h)
         self.body = nn.Sequential(*layers)
         self.head = nn.Linear(width, n_bits)
+        #: train through :class:`_FusionLinear` (skip the raw input's gradient); not a parameter:
+        #: the forward, the outputs and the saved state are the same either way
+        self.lean_fusion = False
 
     def features(self, x):
-        if self.fusion is not None:
-            x = self.fusion(x)
-        return self.body(x)
+        if self.fusion is None:
+            return self.body(x)
+        if not (self.lean_fusion and self.fusion.kernels and torch.is_grad_enabled() and not x.requires_grad):
+            return self.body(self.fusion(x))
+        first = self.body[0]
+        pooled = torch.cat(self.fusion.pooled(x), dim=1)
+        return self.body[1:](_FusionLinear.apply(x, pooled, first.weight, first.bias))
 
     def forward(self, x):
         return torch.tanh(self.head(self.features(x)))
