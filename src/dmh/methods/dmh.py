@@ -25,10 +25,10 @@ __all__ = ["DMH", "PRESETS"]
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                   dam_weight_decay=0.0, dam_stop="fixed",
-                  dam_lean_fusion=False),
+                  dam_lean=False),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                     dam_weight_decay=0.0, dam_stop="agreement",
-                    dam_lean_fusion=True),
+                    dam_lean=True),
 }
 
 
@@ -75,11 +75,13 @@ class DMH(BaseHasher):
         ``None``: the preset's.
     dam_agree_tol : float [0.001]
         Tolerance of ``dam_stop="agreement"``, as a fraction of the target bits.
-    dam_lean_fusion : bool or None
-        Train txtNet without computing the gradient of its raw text input (only the pooled
-        channels' is needed; see :class:`dmh.methods.dam._FusionLinear`): the same model and
-        forward pass, a cheaper backward, results equal up to floating-point rounding. ``None``:
-        the preset's (off in ``"paper"``, whose codes stay bit for bit those of before).
+    dam_lean : bool or None
+        Train with cheaper kernels for the same networks: txtNet's first layer skips the gradient
+        of the raw text input (only the pooled channels' is needed; autograd computed and dropped a
+        batch x hidden x text-dim product per step), and LRN sums its window by shifted copies
+        instead of average pooling (see :attr:`dmh.methods.dam.HashNet.lean`). Same model, same
+        saved state, results equal up to floating-point rounding. ``None``: the preset's (off in
+        ``"paper"``, whose codes stay bit for bit those of before).
     complement : {"lle", "zero"}
         Complement missing descriptions by Eq. 5 (DMH) or with zeros (DMH-ZERO ablation).
     binary_embedding : {"gbe", "pca"}
@@ -168,7 +170,7 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 dam_stop=None, dam_agree_tol=1e-3, dam_lean_fusion=None, record_diagnostics=False):
+                 dam_stop=None, dam_agree_tol=1e-3, dam_lean=None, record_diagnostics=False):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -211,7 +213,7 @@ class DMH(BaseHasher):
         self.dam_weight_decay = dam_weight_decay
         self.dam_stop = dam_stop
         self.dam_agree_tol = dam_agree_tol
-        self.dam_lean_fusion = dam_lean_fusion
+        self.dam_lean = dam_lean
         self.record_diagnostics = record_diagnostics
 
     def _opt(self, name):
@@ -249,8 +251,8 @@ class DMH(BaseHasher):
         for name in ("perplexity",):
             if not np.isfinite(self._opt(name)) or self._opt(name) <= 1:
                 raise ParameterError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
-        if not isinstance(self._opt("dam_lean_fusion"), (bool, np.bool_)):
-            raise ParameterError(f"dam_lean_fusion must be True, False or None, got {self.dam_lean_fusion!r}")
+        if not isinstance(self._opt("dam_lean"), (bool, np.bool_)):
+            raise ParameterError(f"dam_lean must be True, False or None, got {self.dam_lean!r}")
         for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
             if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
                 raise ParameterError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
@@ -308,7 +310,7 @@ class DMH(BaseHasher):
             nets = {m: dam.make_net(m, X[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
         for net in nets.values():
             net.to(device)
-            net.lean_fusion = bool(self._opt("dam_lean_fusion"))
+            net.lean = bool(self._opt("dam_lean"))
         Zs = [X["image"], X["text"]]
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
         opts = {"image": None, "text": None}
