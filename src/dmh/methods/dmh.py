@@ -15,6 +15,7 @@ from ..base import BaseHasher
 from ..data import CrossModalData
 from ..errors import ParameterError, check_finite_memory
 from . import cle as cle_mod
+from . import unpaired
 
 __all__ = ["DMH", "PRESETS"]
 
@@ -24,9 +25,9 @@ __all__ = ["DMH", "PRESETS"]
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0),
+                  dam_weight_decay=0.0, unpaired_weight=1.0, unpaired_complement="neighbours", unpaired_dam=True),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0),
+                    dam_weight_decay=0.0, unpaired_weight=1.0, unpaired_complement="neighbours", unpaired_dam=True),
 }
 
 
@@ -104,6 +105,17 @@ class DMH(BaseHasher):
         Weights of GBE's bit-balance and bit-decorrelation terms (0: off, the paper).
     dam_weight_decay : float or None
         L2 weight decay of DAM's Adam (0: off, the paper).
+    unpaired_weight : float in [0, 1] or None
+        Weight of the unpaired objects in GBE's S^Y: their rows and columns are scaled by it
+        (``a_i a_j S_ij``, renormalised; 1: the paper). See :mod:`dmh.methods.unpaired`.
+    unpaired_complement : {"neighbours", "ridge"} or None
+        How CLE complements an unpaired object's missing description (with ``complement="lle"``):
+        Eq. 5 from its nearest paired neighbours in its own view (``"neighbours"``, the paper), or
+        a ridge regression from the observed view to the missing one fitted on the paired objects
+        each round (``"ridge"``, penalty by leave-one-out error over the pairs).
+    unpaired_dam : bool or None
+        Whether the unpaired objects also train the hash networks (True: the paper); False trains
+        each network on the paired objects only (the unpaired objects still shape S^Y and Y).
     record_diagnostics : bool
         Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
         :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
@@ -150,7 +162,7 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 record_diagnostics=False):
+                 record_diagnostics=False, unpaired_weight=None, unpaired_complement=None, unpaired_dam=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -192,6 +204,9 @@ class DMH(BaseHasher):
         self.gbe_decorrelation = gbe_decorrelation
         self.dam_weight_decay = dam_weight_decay
         self.record_diagnostics = record_diagnostics
+        self.unpaired_weight = unpaired_weight
+        self.unpaired_complement = unpaired_complement
+        self.unpaired_dam = unpaired_dam
 
     def _opt(self, name):
         """An option's value: as given, or the preset's when ``None``."""
@@ -218,6 +233,7 @@ class DMH(BaseHasher):
             "gbe_init": ("pca", "projection", "random"),
             "gbe_solver": ("auto", "exact", "approx"),
             "device": ("auto", "cpu", "cuda"),
+            "unpaired_complement": ("neighbours", "ridge"),
         }
         if self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -227,6 +243,11 @@ class DMH(BaseHasher):
         for name in ("perplexity",):
             if not np.isfinite(self._opt(name)) or self._opt(name) <= 1:
                 raise ParameterError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
+        w = self._opt("unpaired_weight")
+        if isinstance(w, (str, bool)) or not np.isfinite(w) or not 0.0 <= w <= 1.0:
+            raise ParameterError(f"unpaired_weight must be a number in [0, 1], got {w!r}")
+        if not isinstance(self._opt("unpaired_dam"), (bool, np.bool_)):
+            raise ParameterError(f"unpaired_dam must be True or False, got {self._opt('unpaired_dam')!r}")
         for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
             if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
                 raise ParameterError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
@@ -269,6 +290,9 @@ class DMH(BaseHasher):
         torch_seed = int(rng.integers(2**62))
         gen = torch.Generator().manual_seed(torch_seed)
         masks = [data.image_mask, data.text_mask]
+        paired = masks[0] & masks[1]
+        # objects each hash network is trained on (unpaired_dam=False: the paired objects only)
+        train_masks = masks if self._opt("unpaired_dam") else [paired, paired]
         modalities = ("image", "text")
         X = {}
         self.scalers_ = {}
@@ -302,12 +326,15 @@ class DMH(BaseHasher):
             if r == 0 or self.refresh_features:
                 t0 = time.perf_counter()
                 views = [cle_mod.scale_view(Z, m) for Z, m in zip(Zs, masks, strict=True)]
+                given = None
+                if self._opt("unpaired_complement") == "ridge" and not paired.all():
+                    given = unpaired.ridge_complement(views, masks)
                 cle_t = {}
                 res = cle_mod.fit_cle(
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
-                    neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t,
+                    neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, complement_given=given,
                 )
                 t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y
@@ -326,6 +353,7 @@ class DMH(BaseHasher):
                         kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
                         decorrelation=self._opt("gbe_decorrelation"),
                         solver=self.gbe_solver, device=device, timings=gbe_t,
+                        object_weights=unpaired.object_weights(masks, self._opt("unpaired_weight")),
                     )
                     t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
                     H, H_relaxed = g.codes, g.relaxed
@@ -346,7 +374,7 @@ class DMH(BaseHasher):
                 if bar:
                     bar.update(2)
             t0 = time.perf_counter()
-            for m, mask in zip(modalities, masks, strict=True):
+            for m, mask in zip(modalities, train_masks, strict=True):
                 t1 = time.perf_counter()
                 held_out = []
                 losses, opts[m] = dam.train_net(
