@@ -11,6 +11,12 @@ label-free held-out pairs (``holdout_pairs(..., random_state=seed)``, drawn from
 objects), so the configurations of one (data, seed) share the same held-out pairs and test set.
 Records the held-out pair score (the label-free criterion) and test MAP (for diagnosis only).
 Resumable: finished (data, config, bits, seed) records in ``--out`` are skipped.
+
+    python benchmarks/quality_unpaired.py --report docs/results/quality/unpaired.json [--baseline paired-only]
+
+prints the tables of docs/quality.md from such a file: every record, the per-seed paired
+differences of each configuration against ``--baseline`` (and against ``default``), and the Spearman
+correlation, per (data, seed), between the label-free score and test MAP over the configurations.
 """
 
 from __future__ import annotations
@@ -39,6 +45,65 @@ def _config(spec: str):
     return name, json.loads(value or "{}")
 
 
+def _mean_map(r):
+    return (r["map_i2t"] + r["map_t2i"]) / 2
+
+
+def _row(*cells):
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _header(*cells):
+    return [_row(*cells), "|" + "---|" * len(cells)]
+
+
+def _per_seed(values):
+    return " ".join(f"{x:+.3f}" for x in values)
+
+
+def report(records, baselines=("paired-only", "default")):
+    """Markdown tables of a results file (see the module docstring)."""
+    from dmh.selection import spearman
+
+    recs = {(r["data"], r["n_bits"], r["config"], r["seed"]): r for r in records}
+    groups = sorted({(r["data"], r["n_bits"]) for r in records})
+    configs = {g: list(dict.fromkeys(r["config"] for r in records if (r["data"], r["n_bits"]) == g)) for g in groups}
+    lines = _header("data", "bits", "config", "seeds", "held-out MRR (per seed)", "test MAP I->T (per seed)",
+                    "test MAP T->I (per seed)")
+    for d, b in groups:
+        for c in configs[(d, b)]:
+            rs = [recs[k] for k in sorted(k for k in recs if k[:3] == (d, b, c))]
+            cells = [" ".join(f"{r[key]:.3f}" for r in rs) for key in ("score", "map_i2t", "map_t2i")]
+            lines.append(_row(d, b, c, ",".join(str(r["seed"]) for r in rs), *cells))
+    for base in baselines:
+        lines += ["", f"Paired differences against `{base}` (same data, seed and held-out pairs), per seed:", ""]
+        lines += _header("data", "bits", "config", "seeds", "d MRR", "d MAP I->T", "d MAP T->I", "mean d I->T / T->I")
+        for d, b in groups:
+            for c in configs[(d, b)]:
+                seeds = sorted(k[3] for k in recs if k[:3] == (d, b, c) and (d, b, base, k[3]) in recs)
+                if c == base or not seeds:
+                    continue
+                diff = {key: [recs[(d, b, c, s)][key] - recs[(d, b, base, s)][key] for s in seeds]
+                        for key in ("score", "map_i2t", "map_t2i")}
+                mean = {key: sum(v) / len(v) for key, v in diff.items()}
+                lines.append(_row(d, b, c, ",".join(map(str, seeds)), _per_seed(diff["score"]),
+                                  _per_seed(diff["map_i2t"]), _per_seed(diff["map_t2i"]),
+                                  f"{mean['map_i2t']:+.3f} / {mean['map_t2i']:+.3f}"))
+    lines += ["", "Label-free score against test MAP (mean of the two tasks), over the configurations of one "
+              "(data, seed):", ""]
+    lines += _header("data", "bits", "seed", "configs", "Spearman", "chosen by score", "its MAP", "best MAP")
+    for d, b in groups:
+        for s in sorted({k[3] for k in recs if k[:2] == (d, b)}):
+            rs = [r for k, r in recs.items() if k[:2] == (d, b) and k[3] == s]
+            if len(rs) < 3:
+                continue
+            rho = spearman([r["score"] for r in rs], [_mean_map(r) for r in rs])
+            best = max(rs, key=lambda r: r["score"])
+            lines.append(_row(d, b, s, len(rs), "-" if rho is None else f"{rho:.2f}", best["config"],
+                              f"{_mean_map(best):.3f}", f"{max(_mean_map(r) for r in rs):.3f}"))
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="uci-digits,wiki,fashion")
@@ -48,8 +113,15 @@ def main(argv=None):
     ap.add_argument("--ratio", type=float, default=0.5)
     ap.add_argument("--config", action="append", default=[],
                     help="NAME=JSON params of DMH, or NAME=paired_only (default params, paired objects only)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--report", help="print the tables of a results file and exit")
+    ap.add_argument("--baseline", action="append", help="configurations to difference against")
     args = ap.parse_args(argv)
+    if args.report:
+        print(report(json.loads(Path(args.report).read_text()), tuple(args.baseline or ("paired-only", "default"))))
+        return
+    if not args.out:
+        ap.error("--out is required (or --report)")
     configs = [_config(c) for c in args.config] or [("paired-only", None), ("default", {})]
     out = Path(args.out)
     records = json.loads(out.read_text()) if out.exists() else []

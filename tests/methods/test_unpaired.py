@@ -10,6 +10,7 @@ from dmh.methods import cle, gbe, unpaired
 from dmh.methods.dmh import PRESETS
 
 TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30)
+PAPER_UNPAIRED = dict(unpaired_weight=1.0, unpaired_complement="neighbours", unpaired_dam=True)
 OPTIONS = (dict(unpaired_weight=0.3), dict(unpaired_complement="ridge"), dict(unpaired_dam=False))
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -18,30 +19,37 @@ def _codes(model, data):
     return [model.encode(data.view(m), modality=m) for m in ("image", "text")]
 
 
-def test_paper_preset_keeps_the_paper_behaviour():
-    assert PRESETS["paper"]["unpaired_weight"] == 1.0
-    assert PRESETS["paper"]["unpaired_complement"] == "neighbours"
-    assert PRESETS["paper"]["unpaired_dam"] is True
+def test_paper_preset_keeps_the_paper_behaviour(toy_data):
+    assert {k: PRESETS["paper"][k] for k in PAPER_UNPAIRED} == PAPER_UNPAIRED
+    semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
+    a = DMH(8, random_state=3, preset="paper", **TINY).fit(semi)
+    b = DMH(8, random_state=3, preset="default", **TINY, **PRESETS["paper"]).fit(semi)
+    for x, y in zip(_codes(a, toy_data), _codes(b, toy_data), strict=True):
+        assert np.array_equal(x, y)
 
 
 @pytest.mark.parametrize("option", OPTIONS)
 def test_options_change_nothing_on_fully_paired_data(toy_data, option):
+    """The options act on unpaired objects only: on fully paired data every value gives the codes
+    of the paper's values, and so does the default preset (table 1's fully paired rows stay valid)."""
     train = toy_data.train()
-    a = DMH(8, random_state=3, **TINY).fit(train)
-    b = DMH(8, random_state=3, **TINY, **option).fit(train)
-    for x, y in zip(_codes(a, toy_data), _codes(b, toy_data), strict=True):
-        assert np.array_equal(x, y)
-    assert np.array_equal(a.codes_, b.codes_)
+    a = DMH(8, random_state=3, **TINY, **PAPER_UNPAIRED).fit(train)
+    b = DMH(8, random_state=3, **TINY, **{**PAPER_UNPAIRED, **option}).fit(train)
+    c = DMH(8, random_state=3, **TINY).fit(train)
+    for m in (b, c):
+        for x, y in zip(_codes(a, toy_data), _codes(m, toy_data), strict=True):
+            assert np.array_equal(x, y)
+        assert np.array_equal(a.codes_, m.codes_)
 
 
 @pytest.mark.parametrize("option", OPTIONS)
 def test_options_change_the_codes_on_semi_paired_data(toy_data, option):
     semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
-    a = DMH(8, random_state=3, **TINY).fit(semi)
-    b = DMH(8, random_state=3, **TINY, **option).fit(semi)
+    a = DMH(8, random_state=3, **TINY, **PAPER_UNPAIRED).fit(semi)
+    b = DMH(8, random_state=3, **TINY, **{**PAPER_UNPAIRED, **option}).fit(semi)
     ca, cb = _codes(a, toy_data), _codes(b, toy_data)
     assert not all(np.array_equal(x, y) for x, y in zip(ca, cb, strict=True))
-    c = DMH(8, random_state=3, **TINY, **option).fit(semi)  # same seed, same codes
+    c = DMH(8, random_state=3, **TINY, **{**PAPER_UNPAIRED, **option}).fit(semi)  # same seed, same codes
     assert all(np.array_equal(x, y) for x, y in zip(cb, _codes(c, toy_data), strict=True))
 
 
