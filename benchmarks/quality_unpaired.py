@@ -104,6 +104,39 @@ def report(records, baselines=("paired-only", "default")):
     return "\n".join(lines)
 
 
+def complement_check(data, ratio, seed, k=3):
+    """How well each view's missing counterpart is predicted, on the paired objects (5-fold
+    cross-validation over them; pairs only, no labels): relative squared error (1 = predicting the
+    mean) of the average of the ``k`` nearest paired neighbours in the observed view (Eq. 5 with
+    uniform weights; Eq. 5's weights come from Y) and of the ridge map of ``dmh.methods.unpaired``."""
+    from sklearn.model_selection import KFold
+
+    from dmh.methods import cle, unpaired
+
+    train = make_semi_paired(data.train(), ratio, random_state=seed)
+    masks = [train.image_mask, train.text_mask]
+    views = [cle.scale_view(train.image, masks[0]), cle.scale_view(train.text, masks[1])]
+    P = np.flatnonzero(masks[0] & masks[1])
+    out = {}
+    for v, name in ((1, "text from image"), (0, "image from text")):
+        u = 1 - v
+        err = {"neighbours": 0.0, "ridge": 0.0}
+        total = 0.0
+        for fit_i, test_i in KFold(5, shuffle=True, random_state=seed).split(P):
+            a, t = P[fit_i], P[test_i]
+            nb = cle.unpaired_neighbours(views[u][t], views[u][a], k)
+            pred_nb = views[v][a][nb].mean(axis=1)
+            m = [np.zeros(len(views[0]), bool), np.zeros(len(views[0]), bool)]
+            m[u][np.r_[a, t]] = True
+            m[v][a] = True
+            pred_r = unpaired.ridge_complement(views, m)[v][t]
+            total += float(np.sum((views[v][t] - views[v][a].mean(0)) ** 2))
+            err["neighbours"] += float(np.sum((views[v][t] - pred_nb) ** 2))
+            err["ridge"] += float(np.sum((views[v][t] - pred_r) ** 2))
+        out[name] = {key: e / total for key, e in err.items()}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="uci-digits,wiki,fashion")
@@ -116,9 +149,18 @@ def main(argv=None):
     ap.add_argument("--out")
     ap.add_argument("--report", help="print the tables of a results file and exit")
     ap.add_argument("--baseline", action="append", help="configurations to difference against")
+    ap.add_argument("--complement-check", action="store_true",
+                    help="print how well Eq. 5's neighbours and the ridge map predict a missing view, and exit")
     args = ap.parse_args(argv)
     if args.report:
         print(report(json.loads(Path(args.report).read_text()), tuple(args.baseline or ("paired-only", "default"))))
+        return
+    if args.complement_check:
+        for name in args.data.split(","):
+            src = str(Path(args.data_dir) / ALIASES[name]) if name in ALIASES else name
+            for seed in [int(s) for s in args.seeds.split(",")]:
+                res = complement_check(load_dataset(src), args.ratio, seed)
+                print(name, seed, json.dumps({k: {m: round(x, 3) for m, x in v.items()} for k, v in res.items()}))
         return
     if not args.out:
         ap.error("--out is required (or --report)")

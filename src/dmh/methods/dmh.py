@@ -27,7 +27,7 @@ PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                   dam_weight_decay=0.0, unpaired_weight=1.0, unpaired_complement="neighbours", unpaired_dam=True),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0, unpaired_weight=1.0, unpaired_complement="neighbours", unpaired_dam=True),
+                    dam_weight_decay=0.0, unpaired_weight=1.0, unpaired_complement="ridge", unpaired_dam=True),
 }
 
 
@@ -112,7 +112,8 @@ class DMH(BaseHasher):
         How CLE complements an unpaired object's missing description (with ``complement="lle"``):
         Eq. 5 from its nearest paired neighbours in its own view (``"neighbours"``, the paper), or
         a ridge regression from the observed view to the missing one fitted on the paired objects
-        each round (``"ridge"``, penalty by leave-one-out error over the pairs).
+        each round (``"ridge"``, penalty by leave-one-out error over the pairs; the default preset,
+        see docs/quality.md). Fully paired data have nothing to complement: no effect there.
     unpaired_dam : bool or None
         Whether the unpaired objects also train the hash networks (True: the paper); False trains
         each network on the paired objects only (the unpaired objects still shape S^Y and Y).
