@@ -67,7 +67,11 @@ def test_config_parses_and_is_valid(name):
         assert run["method"] in known
         assert all(0 < r <= 1 for r in run["paired_ratios"])
     # runs on the data here, and names the paper's
-    assert cfg["default_datasets"] == ["wiki", "uci-digits"]
+    # table1 and table8 also run on the real photo set (CNN features, the paper's setting)
+    expected = ["wiki", "uci-digits", "fashion"] if name in ("table1", "table8") else ["wiki", "uci-digits"]
+    assert cfg["default_datasets"] == expected
+    if "fashion" in expected:
+        assert cfg["datasets"]["fashion"]["file"] == "fashion/fashion_effl0.npz"
     assert cfg["datasets"]["wiki"]["path"] == "wiki/wiki_data.mat"
     assert cfg["datasets"]["uci-digits"]["builtin"] == "uci-digits"
     assert any(spec["paper"] for spec in cfg["datasets"].values())
@@ -123,9 +127,9 @@ def test_paper_numbers_are_transcribed_exactly(name):
 
 def test_cells_are_planned_from_the_config():
     t1 = resolve_config(load_config("table1"))
-    # datasets x seeds x (baselines + DMH at 100% and 50% + IMH at 50%) x bits
-    assert len(plan_cells(t1)) == 2 * 5 * (6 + 2 + 1) * 4
-    assert len(plan_cells(resolve_config(load_config("table1"), quick=True))) == 2 * 1 * 9 * 1
+    # datasets x seeds x (six baselines + CCA-ITQ + DMH and DMH-paper at 100% and 50% + IMH at 50%) x bits
+    assert len(plan_cells(t1)) == 3 * 5 * (6 + 1 + 2 + 2 + 1) * 4
+    assert len(plan_cells(resolve_config(load_config("table1"), quick=True))) == 3 * 1 * 12 * 1
     imh = {c["paired_ratio"] for c in plan_cells(t1) if c["label"] == "IMH"}
     assert imh == {1.0, 0.5}
     fig5 = plan_cells(resolve_config(load_config("fig5"), datasets=["uci-digits"], seeds=[0]))
@@ -145,7 +149,7 @@ def test_command_line_reductions_are_subsets_and_are_recorded():
     assert cfg["resolved"]["reduced"]["bits"] == {"config": [16, 32, 64, 128], "ran": [16, 64]}
     assert set(cfg["resolved"]["reduced"]) == {"seeds", "bits", "paired_ratios"}
     t1 = resolve_config(load_config("table1"), datasets=["uci-digits"], paired_ratios=[0.5])
-    assert {r["label"] for r in t1["runs"]} == {"DMH", "IMH"}  # the fully-paired baselines drop out
+    assert {r["label"] for r in t1["runs"]} == {"DMH", "DMH-paper", "IMH"}  # the fully-paired baselines drop out
     assert resolve_config(load_config("table1"))["resolved"]["reduced"] == {}
     with pytest.raises(ValueError, match="no run of experiment 'table8' has a paired ratio"):
         resolve_config(load_config("table8"), paired_ratios=[0.3])
@@ -263,19 +267,20 @@ def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_
     # table1's DMH at 50% has other quick settings than table8's, fig4's has the same as table1's
     t1 = tmp_path / "t1"
     assert main(["reproduce", "table1", *base, "--out", str(t1), "--ratios", "0.5"]) == 0
-    assert count_fits["n"] == 1
+    assert count_fits["n"] == 2  # DMH and DMH-paper
     f4 = tmp_path / "f4"
     args = ["reproduce", "fig4", *base, "--out", str(f4), "--ratios", "0.5,0.9", "--reuse", str(t1), "--reuse", str(t8)]
     capsys.readouterr()
     assert main(args) == 0
-    assert count_fits["n"] == 2  # DMH at 90% only: 50% comes from table1 (IMH is not counted)
+    assert count_fits["n"] == 3  # DMH at 90% only: 50% comes from table1 (IMH is not counted)
     assert "2 reused from" in capsys.readouterr().out
     report = (f4 / "report.md").read_text()
     assert "Reduced run" not in report  # --quick says so itself
     t1_cells = load_cells(t1)
     f4_cells = load_cells(f4)
-    assert set(t1_cells) <= set(f4_cells)
-    assert all(f4_cells[k]["records"] == v["records"] for k, v in t1_cells.items())
+    shared = {k for k, v in t1_cells.items() if v["cell"]["label"] != "DMH-paper"}  # fig4 has no DMH-paper
+    assert len(shared) == 2 and shared <= set(f4_cells)
+    assert all(f4_cells[k]["records"] == t1_cells[k]["records"] for k in shared)
     assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "none")]) == 2
     assert "no cells.json there" in capsys.readouterr().err
 
