@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: ridge penalties tried (relative to the mean eigenvalue of the paired objects' Gram matrix)
+#: ridge penalties tried, in units of the mean squared row norm of the predicting view (paired objects)
 RIDGE_ALPHAS = tuple(10.0 ** np.arange(-3, 4))
 
 
