@@ -40,10 +40,18 @@ def synthetic(n: int, d_img: int = 4096, d_txt: int = 1386, n_topics: int = 24, 
 
     rng = np.random.default_rng(seed)
     mix = rng.dirichlet(np.full(n_topics, 0.3), size=n).astype(np.float32)
-    img = np.maximum(mix @ rng.normal(size=(n_topics, d_img)).astype(np.float32) * 3
-                     + rng.normal(size=(n, d_img)).astype(np.float32), 0)
+    # the noise is drawn by blocks of rows (consecutive draws from the same generator: the same
+    # values as one call), so that 10^5 objects do not need a float64 n x 4096 temporary
+    img = mix @ rng.normal(size=(n_topics, d_img)).astype(np.float32)
+    for s in range(0, n, 8192):
+        block = img[s : s + 8192]
+        block *= 3
+        block += rng.normal(size=block.shape).astype(np.float32)
+        np.maximum(block, 0, out=block)
     rates = rng.beta(0.2, 8.0, size=(n_topics, d_txt)).astype(np.float32)
-    txt = (rng.random((n, d_txt), dtype=np.float32) < mix @ rates).astype(np.float32)
+    txt = np.empty((n, d_txt), dtype=np.float32)
+    for s in range(0, n, 8192):
+        txt[s : s + 8192] = rng.random((len(txt[s : s + 8192]), d_txt), dtype=np.float32) < mix[s : s + 8192] @ rates
     labels = (mix > 0.2).astype(np.uint8)
     labels[labels.sum(1) == 0, 0] = 1
     return CrossModalData(image=img, text=txt, labels=labels, name=f"synthetic-{n}")

@@ -10,8 +10,8 @@ Part 2 (``--fit-n``, e.g. 100000): one full DMH fit at that size with the defaul
 ``gbe_solver="auto"`` (approximate from 10,000 objects on), by ``bench_fit.py``; prints its
 per-stage table and peak memory.
 
-    python benchmarks/bench_large_n.py [--compare-n 10000] [--similarity clip] [--fit-n 0] [--bits 64] [--device cpu]
-        [--threads N] [--out large_n.json]
+    python benchmarks/bench_large_n.py [--compare-n 10000] [--seeds 0,1,2] [--similarity clip] [--fit-n 0]
+        [--bits 64] [--device cpu] [--threads N] [--out large_n.json]
 """
 
 from __future__ import annotations
@@ -92,6 +92,8 @@ def main(argv=None):
     ap.add_argument("--samples", default="30", help="comma-separated n_samples of the approximate runs")
     ap.add_argument("--fit-n", type=int, default=0, help="objects of the end-to-end fit (0: none)")
     ap.add_argument("--bits", type=int, default=64)
+    ap.add_argument("--seeds", default="0",
+                    help="comma-separated seeds of the comparison (CLE, initial codes and draws; same data)")
     ap.add_argument("--similarity", choices=("clip", "perplexity"), default="clip",
                     help="S^Y of the comparison (perplexity: the default of DMH, 30)")
     ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
@@ -113,8 +115,12 @@ def main(argv=None):
     device = resolve_device(args.device)
     result = {}
     if args.compare_n:
-        result["compare"] = compare(args.compare_n, args.bits, device, [int(s) for s in args.samples.split(",")],
-                                    similarity=args.similarity)
+        seeds = [int(s) for s in args.seeds.split(",")]
+        runs = [compare(args.compare_n, args.bits, device, [int(s) for s in args.samples.split(",")],
+                        seed=seed, similarity=args.similarity) for seed in seeds]
+        for seed, run in zip(seeds, runs, strict=True):
+            run["seed"] = seed
+        result["compare"] = runs[0] if len(runs) == 1 else runs
         print(json.dumps(result["compare"], indent=1), flush=True)
     if args.fit_n:
         import bench_fit

@@ -170,3 +170,43 @@ def test_fit_cle_records_objective_and_each_step_descends():
         r2 = cle.fit_cle(Zf, full, d=5, k=3, max_iter=10, tol=0.0, rng=0, w_reg=0.0)
     obj = np.array(r2.objective)
     assert np.all(np.diff(obj) <= 1e-10 * np.abs(obj[:-1]))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("frac_paired", [1.0, 0.6])
+def test_float32_cle_follows_float64(frac_paired):
+    # the large-n path: views, Y and the conjugate gradients in float32, sums in float64
+    rng = np.random.default_rng(1)
+    n = 300
+    base = rng.normal(size=(n, 6)) + np.repeat(rng.normal(size=(5, 6)) * 3, n // 5, axis=0)
+    Z1 = base @ rng.normal(size=(6, 40)) + 0.3 * rng.normal(size=(n, 40))
+    Z2 = base @ rng.normal(size=(6, 25)) + 0.3 * rng.normal(size=(n, 25))
+    m1 = np.ones(n, bool)
+    m2 = np.ones(n, bool)
+    m2[int(frac_paired * n):] = False
+    v64 = [cle.scale_view(Z1, m1), cle.scale_view(Z2, m2)]
+    v32 = [cle.scale_view(Z1, m1, np.float32), cle.scale_view(Z2, m2, np.float32)]
+    for a, b in zip(v64, v32, strict=True):
+        assert b.dtype == np.float32
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-6)
+    a = cle.fit_cle(v64, [m1, m2], d=16, rng=0, max_iter=8)
+    b = cle.fit_cle(v32, [m1, m2], d=16, rng=0, max_iter=8, dtype=np.float32)
+    assert b.Y.dtype == np.float32 and a.Y.dtype == np.float64 and a.n_iter == b.n_iter
+    np.testing.assert_allclose(b.objective, a.objective, rtol=1e-5)
+    # S^Y sees Y through its inner products (Y is defined up to rotation; both start alike)
+    Ga, Gb = a.Y @ a.Y.T, b.Y.astype(np.float64) @ b.Y.T.astype(np.float64)
+    assert np.linalg.norm(Gb - Ga) < 1e-4 * np.linalg.norm(Ga)
+
+
+def test_scale_view_float32_in_place():
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(50, 7)).astype(np.float32) * 5 + 2
+    observed = np.ones(50, bool)
+    observed[:5] = False
+    ref = cle.scale_view(Z, observed)
+    out = cle.scale_view(Z, observed, np.float32, inplace=True)
+    assert out is Z  # no second array
+    np.testing.assert_allclose(out, ref, atol=1e-6)
+    assert np.all(out[:5] == 0) and np.mean(np.sum(out[5:].astype(float) ** 2, 1)) == pytest.approx(1.0, rel=1e-5)
+    Z64 = rng.normal(size=(10, 3))
+    assert cle.scale_view(Z64, np.ones(10, bool), np.float32, inplace=True) is not Z64  # a dtype change copies

@@ -207,3 +207,40 @@ def test_absurd_sizes_refused_before_allocating():
     index = HammingIndex(8, backend="numpy").add(np.ones((3, 8), np.int8))
     with pytest.raises(ResourceError, match="k=1000000000000"):
         index.search(np.ones((2, 8), np.int8), 10**12)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::dmh.errors.DegenerateCodesWarning")  # TINY fits, 8 bits
+def test_cle_dtype_auto_switches_at_approx_min_n(semi, monkeypatch):
+    from dmh.methods import cle, gbe
+
+    seen = []
+    real = cle.fit_cle
+    monkeypatch.setattr(cle, "fit_cle", lambda *a, **k: seen.append((k["dtype"], a[0][0].dtype)) or real(*a, **k))
+    n = semi.n_objects
+    for min_n, preset, option, want in ((n + 1, "default", None, np.float64), (n, "default", None, np.float32),
+                                        (n, "paper", None, np.float64), (n + 1, "default", "float32", np.float32),
+                                        (n, "default", "float64", np.float64)):
+        monkeypatch.setattr(gbe, "APPROX_MIN_N", min_n)
+        seen.clear()
+        m = DMH(8, random_state=0, preset=preset, cle_dtype=option, **TINY).fit(semi)
+        assert seen == [(want, want)] * 2  # both rounds, views in the same precision as Y
+        assert np.isin(m.codes_, (-1, 1)).all()
+    with pytest.raises(ParameterError, match="cle_dtype"):
+        DMH(8, cle_dtype="float16", **TINY).fit(semi)
+
+
+def test_memory_estimate_refuses_what_the_machine_cannot_hold(semi, monkeypatch):
+    from dmh import errors
+    from dmh.methods.dmh import fit_memory_bytes
+
+    kw = dict(hidden=TINY["hidden_size"], d=TINY["d"], n_bits=8, refresh=True)
+    need = fit_memory_bytes(semi.n_objects, semi.image.shape[1], semi.text.shape[1], cle_bytes=8, exact_gbe=True, **kw)
+    monkeypatch.setattr(errors, "_physical_memory", lambda: need - 1)
+    with pytest.raises(ResourceError, match="DMH .* would need about"):
+        DMH(8, random_state=0, **TINY).fit(semi)
+    # the float32 CLE of large n needs less: the paper shape at 10^5 objects drops by its views' half
+    big = dict(hidden=4096, d=512, n_bits=64)
+    b64 = fit_memory_bytes(100_000, 4096, 1386, cle_bytes=8, **big)
+    b32 = fit_memory_bytes(100_000, 4096, 1386, cle_bytes=4, **big)
+    assert b32 < b64 - 4 * 100_000 * 2 * 4096

@@ -74,6 +74,8 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
     Exact brute force with a float32 matrix product per block of queries."""
     extra = 1 if exclude_self else 0
     kk = min(n_neighbors + extra, X_fit.shape[0])
+    # each query row holds n float32 distances and n int64 partition indices: about 256 MiB per block
+    chunk = int(max(64, min(chunk, 2**28 // (12 * max(X_fit.shape[0], 1)))))
     F = np.ascontiguousarray(X_fit, dtype=np.float32)
     f_sq = np.einsum("ij,ij->i", F, F)
     idx = np.empty((X_query.shape[0], kk), dtype=np.int64)
@@ -131,8 +133,14 @@ def lle_weights(Y: np.ndarray, nbrs: np.ndarray, w_reg: float = 0.1, rcond: floa
     ``A_i = 0`` (all neighbours equal to ``y_i``) get uniform weights.
     """
     n, k = nbrs.shape
-    Bt = Y[:, None, :] - Y[nbrs]  # (n, k, d): rows of B_i'
-    A = np.einsum("nkd,nld->nkl", Bt, Bt)
+    if Y.dtype == np.float64:
+        Bt = Y[:, None, :] - Y[nbrs]  # (n, k, d): rows of B_i'
+        A = np.einsum("nkd,nld->nkl", Bt, Bt)
+    else:  # float32 Y (large n): the n x k x d differences by blocks of rows, the k x k Gram in float64
+        A = np.empty((n, k, k))
+        for s in range(0, n, 8192):
+            Bt = Y[s : s + 8192, None, :] - Y[nbrs[s : s + 8192]]
+            A[s : s + 8192] = np.einsum("nkd,nld->nkl", Bt, Bt, dtype=np.float64)
     eig = np.linalg.eigvalsh(A)
     tr = np.trace(A, axis1=1, axis2=2)
     singular = eig[:, 0] <= rcond * np.maximum(eig[:, -1], np.finfo(float).tiny)
@@ -161,14 +169,14 @@ def q_update(Zbar: np.ndarray, Y: np.ndarray, Q_prev: np.ndarray | None, method:
     if M is None:
         M = Zbar.T @ Y  # d_v x d
     if method == "paper":
-        C = Y.T @ Y
+        C = (Y.T @ Y).astype(np.float64, copy=False)
         return polar(np.linalg.solve(C + 1e-12 * np.trace(C) * np.eye(d), M.T).T)
     if method != "procrustes":
         raise ParameterError(f"q_update must be 'procrustes' or 'paper', got {method!r}")
     if d_v >= d:
         return polar(M)
     # orthonormal rows: minimise tr(Q C Q') - 2 tr(Q' M) over Q Q' = I by generalised power iteration
-    C = Y.T @ Y
+    C = (Y.T @ Y).astype(np.float64, copy=False)
     with threadpool_limits(1):
         alpha = np.linalg.eigvalsh(C)[-1]
     Q = polar(M) if Q_prev is None else Q_prev
@@ -192,6 +200,10 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
     A = sum(Q.T @ Q for Q in Qs) + 2.0 * eta * n * np.eye(d)
     IW = sparse.identity(n, format="csr") - Wm
     IWt = IW.T.tocsr()
+    if Y0.dtype != np.float64:  # float32 (large n): every n x d array in float32, sums in float64
+        return _cg_lowp(A.astype(Y0.dtype), IW.astype(Y0.dtype), IWt.astype(Y0.dtype), lam,
+                        sum(Z @ Q.astype(Y0.dtype) for Z, Q in zip(Zbars, Qs, strict=True)), Y0,
+                        max_iter, max(tol, LOWP_CG_TOL))
 
     def op(Y):
         return Y @ A + 2.0 * lam * (IWt @ (IW @ Y))
@@ -215,6 +227,50 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
     return Y
 
 
+#: relative residual at which the float32 conjugate gradients stop (float32 cannot reach 1e-8)
+LOWP_CG_TOL = 1e-5
+
+
+def _sq(X: np.ndarray) -> float:
+    """``sum(X * X)`` accumulated in float64, by blocks of rows (no full-size temporary)."""
+    return float(sum(np.einsum("ij,ij->", X[s : s + 8192], X[s : s + 8192], dtype=np.float64)
+                     for s in range(0, X.shape[0], 8192)))
+
+
+def _dot(X: np.ndarray, Y: np.ndarray) -> float:
+    return float(sum(np.einsum("ij,ij->", X[s : s + 8192], Y[s : s + 8192], dtype=np.float64)
+                     for s in range(0, X.shape[0], 8192)))
+
+
+def _cg_lowp(A, IW, IWt, lam, rhs, Y0, max_iter, tol):
+    """:func:`y_update_exact`'s conjugate gradients with the n x d arrays in ``Y0``'s (low)
+    precision and the scalars in float64 (Python floats keep the arrays' dtype); stops at relative
+    residual ``tol``. ``rhs`` is overwritten (it becomes the residual)."""
+    def op(Y):
+        out = Y @ A
+        out += (2.0 * lam) * (IWt @ (IW @ Y))
+        return out
+
+    stop = tol * tol * max(_sq(rhs), np.finfo(float).tiny)
+    Y = Y0.copy()
+    R = rhs
+    R -= op(Y)
+    P = R.copy()
+    rr = _sq(R)
+    for _ in range(max_iter):
+        if rr <= stop:
+            break
+        AP = op(P)
+        alpha = rr / _dot(P, AP)
+        Y += alpha * P
+        R -= alpha * AP
+        rr_new = _sq(R)
+        P *= rr_new / rr
+        P += R
+        rr = rr_new
+    return Y
+
+
 def y_update_jacobi(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, eta: float) -> np.ndarray:
     """Eq. 25 as printed: neighbours ``y_ij`` taken from the current ``Y``."""
     n, d = Y.shape
@@ -229,13 +285,16 @@ def cle_objective(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, e
     """Eq. 6. ``Ms`` (``Zbar^v' Y``) and ``sq_norms`` (``||Zbar^v||^2``) may be passed to avoid
     recomputing them: ``||Z - Y Q'||^2 = ||Z||^2 - 2 tr(Q' Z'Y) + tr(Q'Q Y'Y)``."""
     n = Y.shape[0]
+    lowp = Y.dtype != np.float64  # float32 (large n): sums accumulated in float64, no n x d_v temporaries
     if Ms is None:
-        Ms = [Z.T @ Y for Z in Zbars]
+        Ms = [(Z.T @ Y).astype(np.float64, copy=False) for Z in Zbars]
     if sq_norms is None:
-        sq_norms = [np.sum(Z * Z) for Z in Zbars]
-    C = Y.T @ Y
+        sq_norms = [_sq(Z) if lowp else np.sum(Z * Z) for Z in Zbars]
+    C = (Y.T @ Y).astype(np.float64, copy=False)
     rec = sum(zz - 2.0 * np.sum(Q * M) + np.sum((Q.T @ Q) * C)
               for zz, Q, M in zip(sq_norms, Qs, Ms, strict=True)) / (2.0 * n)
+    if lowp:
+        return float(rec + lam / n * _sq(Y - Wm @ Y) + eta * _sq(Y))
     loc = lam / n * np.sum((Y - Wm @ Y) ** 2)
     return float(rec + loc + eta * np.sum(Y * Y))
 
@@ -315,14 +374,20 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
             q_method: str = "procrustes", y_method: str = "exact", w_reg: float = 0.1,
             neighbour_pool: int = 30, rng: np.random.Generator | None = None,
             Y_init: np.ndarray | None = None, nbrs: np.ndarray | None = None,
-            timings: dict | None = None, complement_given=None) -> CLEResult:
+            timings: dict | None = None, dtype=np.float64, complement_given=None) -> CLEResult:
     """Algorithm 1. ``Zs``: the two description matrices (n x d_v; missing rows are ignored),
     ``masks``: their observed masks. Returns Y and the fitted state with the objective history.
     ``complement_given``, when given, holds one (n x d_v) array (or ``None``) per view: its rows
     that are not ``nan`` replace the complement of Eq. 5 for those objects (e.g.
     :func:`dmh.methods.unpaired.ridge_complement`).
     ``timings``, when given, accumulates the wall time of each step (``"neighbours"``, ``"q"``,
-    ``"w"``, ``"complement"``, ``"y"``, ``"objective"``) in seconds."""
+    ``"w"``, ``"complement"``, ``"y"``, ``"objective"``) in seconds.
+
+    ``dtype=np.float32`` keeps every n x d array (Y, the conjugate-gradient vectors; pass the views
+    in float32 too, see :func:`scale_view`) in single precision, halving CLE's memory for large n;
+    sums and the small d_v x d / d x d matrices (Q, ``Zbar'Y``, ``Y'Y``) stay in float64 and the
+    Y-update's conjugate gradients stop at relative residual :data:`LOWP_CG_TOL` (float32 cannot
+    reach the default 1e-8). ``np.float64`` (default) is the reference path, unchanged."""
     rng = np.random.default_rng(rng)
     n = masks[0].size
     if nbrs is None:
@@ -331,6 +396,9 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     k = nbrs.shape[1]
     # Algorithm 1 initialisation: random Y, uniform W, missing descriptions complemented with zeros
     Y = rng.standard_normal((n, d)) / np.sqrt(d) if Y_init is None else Y_init.copy()
+    lowp = np.dtype(dtype) != np.float64
+    if lowp:
+        Y = Y.astype(dtype)
     w = np.full((n, k), 1.0 / k)
     Zbars = [complement(Z, m, nbrs, w, "zero") for Z, m in zip(Zs, masks, strict=True)]
     Qs = [None, None]
@@ -339,12 +407,16 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     change = np.inf
     it = 0
     Ms = [None, None]
+    if lowp:  # Q's first update from float64 Zbar'Y too
+        Ms = [(Zb.T @ Y).astype(np.float64) for Zb in Zbars]
     for it in range(1, max_iter + 1):  # noqa: B007 - `it` is reported after the loop
         with _timed(timings, "q"):
             Qs = [q_update(Zb, Y, Qp, q_method, M=M) for Zb, Qp, M in zip(Zbars, Qs, Ms, strict=True)]
         with _timed(timings, "w"):
             w = lle_weights(Y, nbrs, w_reg=w_reg)
             Wm = weight_matrix(nbrs, w, n)
+            if lowp:
+                Wm = Wm.astype(dtype)
         with _timed(timings, "complement"):
             Zbars = [complement(Z, m, nbrs, w, complement_how) for Z, m in zip(Zs, masks, strict=True)]
             if complement_given is not None:
@@ -358,6 +430,8 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
                 raise ParameterError(f"y_update must be 'exact' or 'jacobi', got {y_method!r}")
         with _timed(timings, "objective"):
             Ms = [Zb.T @ Y for Zb in Zbars]  # reused by the next Q-update (Zbar and Y unchanged until then)
+            if lowp:
+                Ms = [M.astype(np.float64) for M in Ms]
             history.append(cle_objective(Zbars, Qs, Wm, Y, lam, eta, Ms=Ms))
         # Eq. 6 is invariant to (Y, Q^v) -> (Y R, Q^v R) for any rotation R, so Y itself is only
         # defined up to rotation; convergence is judged on the objective (what S^Y sees, Y Y', is
@@ -377,13 +451,42 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     return CLEResult(Y=Y, Qs=Qs, nbrs=nbrs, W=w, Zbars=Zbars, objective=history, n_iter=it, converged=converged)
 
 
-def scale_view(Z: np.ndarray, observed: np.ndarray) -> np.ndarray:
+def scale_view(Z: np.ndarray, observed: np.ndarray, dtype=np.float64, inplace: bool = False) -> np.ndarray:
     """Centre a view on its observed rows and scale it so their mean squared row norm is one, so
-    that neither view dominates the reconstruction term of Eq. 6 by its units alone."""
+    that neither view dominates the reconstruction term of Eq. 6 by its units alone.
+
+    ``dtype=np.float32`` (with :func:`fit_cle`'s ``dtype``) returns a single-precision view, its
+    mean and scale accumulated in float64 by blocks of rows; ``inplace=True`` then overwrites
+    ``Z`` when it already has that dtype (no second n x d_v array)."""
+    if np.dtype(dtype) != np.float64:
+        return _scale_view_lowp(Z, observed, np.dtype(dtype), inplace)
     Z = np.asarray(Z, dtype=np.float64)
     obs = Z[observed]
     mu = obs.mean(axis=0)
     scale = np.sqrt(np.mean(np.sum((obs - mu) ** 2, axis=1)))
     out = (Z - mu) / (scale if scale > 0 else 1.0)
+    out[~observed] = 0.0
+    return out
+
+
+def _scale_view_lowp(Z: np.ndarray, observed: np.ndarray, dtype, inplace: bool) -> np.ndarray:
+    out = Z if inplace and Z.dtype == dtype and Z.flags.c_contiguous else np.array(Z, dtype=dtype)
+    rows = np.flatnonzero(observed)
+    step = 8192
+    mu = np.zeros(out.shape[1])
+    for s in range(0, rows.size, step):
+        mu += out[rows[s : s + step]].sum(0, dtype=np.float64)
+    mu /= max(rows.size, 1)
+    ss = 0.0
+    for s in range(0, rows.size, step):
+        block = out[rows[s : s + step]] - mu
+        ss += float(np.einsum("ij,ij->", block, block))
+    scale = np.sqrt(ss / max(rows.size, 1))
+    mu32 = mu.astype(dtype)
+    inv = dtype.type(1.0 / (scale if scale > 0 else 1.0))
+    for s in range(0, out.shape[0], step):
+        block = out[s : s + step]
+        block -= mu32
+        block *= inv
     out[~observed] = 0.0
     return out

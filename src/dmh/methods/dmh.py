@@ -25,9 +25,11 @@ __all__ = ["DMH", "PRESETS"]
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0, unpaired_weight=1.0, unpaired_complement="neighbours", unpaired_dam=True),
+                  dam_weight_decay=0.0, cle_dtype="float64", unpaired_weight=1.0, unpaired_complement="neighbours",
+                  unpaired_dam=True),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0, unpaired_weight=1.0, unpaired_complement="ridge", unpaired_dam=True),
+                    dam_weight_decay=0.0, cle_dtype="auto", unpaired_weight=1.0, unpaired_complement="ridge",
+                    unpaired_dam=True),
 }
 
 
@@ -105,6 +107,12 @@ class DMH(BaseHasher):
         Weights of GBE's bit-balance and bit-decorrelation terms (0: off, the paper).
     dam_weight_decay : float or None
         L2 weight decay of DAM's Adam (0: off, the paper).
+    cle_dtype : {"auto", "float64", "float32"} or None
+        Precision of CLE's n x d arrays (the scaled views, Y, the conjugate-gradient vectors; sums
+        and small matrices stay float64). ``"float32"`` halves CLE's memory, the largest part of a
+        fit beyond 10^5 objects; ``"auto"`` (default preset) uses it from
+        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, where GBE's solver
+        also switches; the paper preset keeps ``"float64"`` (its codes are unchanged).
     unpaired_weight : float in [0, 1] or None
         Weight of the unpaired objects in GBE's S^Y: their rows and columns are scaled by it
         (``a_i a_j S_ij``, renormalised; 1: the paper). See :mod:`dmh.methods.unpaired`.
@@ -163,7 +171,8 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 record_diagnostics=False, unpaired_weight=None, unpaired_complement=None, unpaired_dam=None):
+                 record_diagnostics=False, cle_dtype=None, unpaired_weight=None, unpaired_complement=None,
+                 unpaired_dam=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -205,6 +214,7 @@ class DMH(BaseHasher):
         self.gbe_decorrelation = gbe_decorrelation
         self.dam_weight_decay = dam_weight_decay
         self.record_diagnostics = record_diagnostics
+        self.cle_dtype = cle_dtype
         self.unpaired_weight = unpaired_weight
         self.unpaired_complement = unpaired_complement
         self.unpaired_dam = unpaired_dam
@@ -215,6 +225,13 @@ class DMH(BaseHasher):
         if value is None and name in PRESETS.get(self.preset, {}):
             return PRESETS[self.preset][name]
         return value
+
+    def _cle_dtype(self, n: int):
+        """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
+        value = self._opt("cle_dtype")
+        if value == "auto":
+            value = "float32" if n >= _approx_min_n() else "float64"
+        return np.dtype(value)
 
     def _kernel_scale(self) -> float:
         s = self._opt("kernel_scale")
@@ -234,6 +251,7 @@ class DMH(BaseHasher):
             "gbe_init": ("pca", "projection", "random"),
             "gbe_solver": ("auto", "exact", "approx"),
             "device": ("auto", "cpu", "cuda"),
+            "cle_dtype": ("auto", "float64", "float32"),
             "unpaired_complement": ("neighbours", "ridge"),
         }
         if self.preset not in PRESETS:
@@ -269,14 +287,15 @@ class DMH(BaseHasher):
             check_real(getattr(self, name), name, low_inclusive=False)
 
     def _check_memory(self, data: CrossModalData) -> None:
-        """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits)."""
+        """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits):
+        :func:`fit_memory_bytes`, the estimated peak of the fit, against the machine's memory."""
         n = data.n_objects
-        width = self.hidden_size
-        d_in = data.image.shape[1] + data.text.shape[1]
-        # weights + gradients + two Adam moments (float32), hidden features of every object (float64,
-        # two views), CLE's n x d features
-        n_bytes = 4.0 * 4 * width * (d_in + 2 * self.n_bits_ + 4) + 8.0 * 2 * n * width + 8.0 * 4 * n * self.d
-        check_finite_memory(n_bytes, "DMH", f"hidden_size={width}, d={self.d}, n_bits={self.n_bits_}")
+        n_bytes = fit_memory_bytes(
+            n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits_,
+            cle_bytes=self._cle_dtype(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
+            exact_gbe=self.gbe_solver == "exact" or (self.gbe_solver == "auto" and n < _approx_min_n()),
+        )
+        check_finite_memory(n_bytes, "DMH", f"hidden_size={self.hidden_size}, d={self.d}, n_bits={self.n_bits_}")
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
@@ -295,20 +314,22 @@ class DMH(BaseHasher):
         # objects each hash network is trained on (unpaired_dam=False: the paired objects only)
         train_masks = masks if self._opt("unpaired_dam") else [paired, paired]
         modalities = ("image", "text")
-        X = {}
+        raws = {"image": data.image, "text": data.text}
         self.scalers_ = {}
-        for m, mask, raw in zip(modalities, masks, (data.image, data.text), strict=True):
+        for m, mask in zip(modalities, masks, strict=True):
+            raw = raws[m]
             mu = raw[mask].mean(0)
             sd = raw[mask].std(0)
             sd[sd < 1e-12] = 1.0
             self.scalers_[m] = (mu, sd)
-            X[m] = (raw - mu) / sd
+        X = _Standardised(raws, self.scalers_)  # recomputed when used: one n x d_v copy at a time
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(torch_seed)
-            nets = {m: dam.make_net(m, X[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
+            nets = {m: dam.make_net(m, raws[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
         for net in nets.values():
             net.to(device)
-        Zs = [X["image"], X["text"]]
+        cle_dtype = self._cle_dtype(data.n_objects)
+        Zs = [None, None]  # refreshed features (the inputs, standardised, in the first round)
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
         opts = {"image": None, "text": None}
         lrs = {"image": self.image_lr, "text": self.text_lr}
@@ -326,7 +347,15 @@ class DMH(BaseHasher):
             t = {}
             if r == 0 or self.refresh_features:
                 t0 = time.perf_counter()
-                views = [cle_mod.scale_view(Z, m) for Z, m in zip(Zs, masks, strict=True)]
+                if r == 0 and cle_dtype == np.float64:
+                    views = [cle_mod.scale_view(X[m], mask) for m, mask in zip(modalities, masks, strict=True)]
+                elif r == 0:  # a float32 copy of the inputs, scaled in place
+                    views = [cle_mod.scale_view(X.float32(m), mask, cle_dtype, inplace=True)
+                             for m, mask in zip(modalities, masks, strict=True)]
+                else:  # refreshed features are this fit's own: scaled in place where the dtype allows
+                    views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
+                             for Z, mask in zip(Zs, masks, strict=True)]
+                Zs = [None, None]
                 given = None
                 if self._opt("unpaired_complement") == "ridge" and not paired.all():
                     given = unpaired.ridge_complement(views, masks)
@@ -335,11 +364,13 @@ class DMH(BaseHasher):
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
-                    neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, complement_given=given,
+                    neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, dtype=cle_dtype,
+                    complement_given=given,
                 )
                 t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y
                 history["cle"].append(res.objective)
+                views = res = given = None  # the scaled views are the largest arrays of a fit: free them now
                 t["cle"] = time.perf_counter() - t0
                 if bar:
                     bar.update(1)
@@ -379,7 +410,7 @@ class DMH(BaseHasher):
                 t1 = time.perf_counter()
                 held_out = []
                 losses, opts[m] = dam.train_net(
-                    nets[m], X[m][mask], H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
+                    nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
                 )
@@ -398,9 +429,7 @@ class DMH(BaseHasher):
             t1 = time.perf_counter()
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
-                    Z = np.zeros((mask.size, self.hidden_size), dtype=np.float32)  # exact: outputs are float32
-                    Z[mask] = dam.net_outputs(nets[m], X[m][mask], features=True)
-                    Zs[i] = Z
+                    Zs[i] = hidden_features(nets[m], X.float32(m, mask), mask, self.hidden_size)
             t["refresh"] = time.perf_counter() - t1
             t["dam"] = time.perf_counter() - t0
             history["time"].append(t)
@@ -497,3 +526,74 @@ def pca_codes(Y: np.ndarray, n_bits: int) -> np.ndarray:
     r = min(n_bits, Vt.shape[0])
     P[:, :r] = Vt[:r].T
     return np.where(Yc @ P > 0, 1, -1).astype(np.int8)
+
+
+class _Standardised:
+    """The standardised inputs ``(raw - mean) / scale`` of each modality, computed when asked for
+    (the same values every time) instead of kept: beyond 10^5 objects a kept copy of the inputs is
+    gigabytes that CLE and GBE do not need."""
+
+    def __init__(self, raws: dict, scalers: dict):
+        self.raws, self.scalers = raws, scalers
+
+    def __getitem__(self, m: str) -> np.ndarray:
+        mu, sd = self.scalers[m]
+        return (self.raws[m] - mu) / sd
+
+    def float32(self, m: str, mask: np.ndarray | None = None, step: int = 8192) -> np.ndarray:
+        """The rows of ``mask`` (all when None) as float32, computed by blocks of rows: the values the
+        networks see (they cast to float32), without a float64 n x d_v temporary."""
+        raw = self.raws[m]
+        mu, sd = self.scalers[m]
+        rows = None if mask is None or mask.all() else np.flatnonzero(mask)
+        n = raw.shape[0] if rows is None else rows.size
+        out = np.empty((n, raw.shape[1]), dtype=np.float32)
+        for s in range(0, n, step):
+            block = raw[s : s + step] if rows is None else raw[rows[s : s + step]]
+            out[s : s + step] = (block - mu) / sd
+        return out
+
+
+def hidden_features(net, X_obs: np.ndarray, mask: np.ndarray, width: int, rows_per_call: int = 8 * 2048) -> np.ndarray:
+    """The hidden-layer features ``z^v`` of the observed objects (``X_obs``: their inputs, one row
+    each, in order; zeros for the others), float32, written block by block into one n x width array
+    (``dam.net_outputs``'s batches of 2048 rows are those of one call, so the values are too)."""
+    from . import dam
+
+    Z = np.zeros((mask.size, width), dtype=np.float32)  # exact: outputs are float32
+    rows = np.flatnonzero(mask)
+    for s in range(0, rows.size, rows_per_call):
+        Z[rows[s : s + rows_per_call]] = dam.net_outputs(net, X_obs[s : s + rows_per_call], features=True)
+    return Z
+
+
+def _approx_min_n() -> int:
+    from . import gbe
+
+    return gbe.APPROX_MIN_N
+
+
+def fit_memory_bytes(n: int, d_image: int, d_text: int, *, hidden: int = 4096, d: int = 512, n_bits: int = 64,
+                     cle_bytes: int = 8, refresh: bool = True, exact_gbe: bool = False) -> float:
+    """Estimated peak resident memory (bytes) of a DMH fit on ``n`` objects, the inputs included.
+
+    The terms, from the arrays the fit holds at its fullest moment (see docs/scaling.md for the
+    peaks measured against it): the inputs as :class:`~dmh.data.CrossModalData` keeps them
+    (float64); the largest stage of a round among CLE (its scaled views, in ``cle_bytes`` per
+    value, plus about 12 n x d arrays of Y, conjugate gradients and neighbour search), GBE (Y
+    in float64 and float32, the neighbour search's 1 GiB blocks, the exact solver's n x n cache)
+    and DAM (one modality's float32 inputs plus the refreshed features); the networks with their
+    gradients and Adam moments; and about 1.1 GiB of interpreter, libraries and allocator slack.
+    Against measured peaks (paper shape, 64 bits, float32 CLE, 2 rounds): 2.67 GiB estimated for
+    2.66 measured at 10,000 objects, 3.68 for 3.47 at 20,000.
+    """
+    n, d_in, d_max = float(n), float(d_image + d_text), float(max(d_image, d_text))
+    b = float(cle_bytes)
+    inputs = 8.0 * n * d_in
+    views1 = b * n * d_in + (8.0 * 3 * n * d_max if b == 8 else 4.0 * n * min(d_max, 8192))
+    views2 = (b * 2 * n * hidden + (4.0 * 2 * n * hidden + 8.0 * 2 * n * hidden if b == 8 else 0.0)) if refresh else 0.0
+    cle_work = 12.0 * b * n * d + min(2**28, 12.0 * n * min(n, 2048))
+    gbe = 12.0 * n * d + min(2.0**30, 8.0 * n * n) + (min(4.0 * n * n, 2.0**31) if exact_gbe else 200.0 * n * 8)
+    dam = 4.0 * n * d_max + (4.0 * 2 * n * hidden if refresh else 0.0)
+    nets = 4.0 * 4 * hidden * (d_in + 2 * n_bits + 4)
+    return inputs + max(max(views1, views2) + cle_work, gbe, dam) + nets + 1.1 * 2.0**30
