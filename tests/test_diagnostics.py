@@ -51,7 +51,8 @@ def test_diagnose_reports_every_round(toy_data):
 def test_paper_preset_is_the_options_switched_off(toy_data):
     assert PRESETS["paper"] == dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0,
                                     gbe_decorrelation=0.0, dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False,
-                                    cle_dtype="float64")
+                                    cle_dtype="float64", unpaired_weight=1.0, unpaired_complement="neighbours",
+                                    unpaired_dam=True)
     train = toy_data.train()
     a = DMH(8, random_state=1, preset="paper", **TINY).fit(train)
     b = DMH(8, random_state=1, preset="default", **TINY, **PRESETS["paper"]).fit(train)

@@ -15,6 +15,7 @@ from ..base import BaseHasher
 from ..data import CrossModalData
 from ..errors import ParameterError, check_finite_memory
 from . import cle as cle_mod
+from . import unpaired
 
 __all__ = ["DMH", "PRESETS"]
 
@@ -24,9 +25,11 @@ __all__ = ["DMH", "PRESETS"]
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64"),
+                  dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64", unpaired_weight=1.0,
+                  unpaired_complement="neighbours", unpaired_dam=True),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto"),
+                    dam_weight_decay=0.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto", unpaired_weight=1.0,
+                    unpaired_complement="ridge", unpaired_dam=True),
 }
 
 
@@ -128,6 +131,18 @@ class DMH(BaseHasher):
         fit beyond 10^5 objects; ``"auto"`` (default preset) uses it from
         :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, where GBE's solver
         also switches; the paper preset keeps ``"float64"`` (its codes are unchanged).
+    unpaired_weight : float in [0, 1] or None
+        Weight of the unpaired objects in GBE's S^Y: their rows and columns are scaled by it
+        (``a_i a_j S_ij``, renormalised; 1: the paper). See :mod:`dmh.methods.unpaired`.
+    unpaired_complement : {"neighbours", "ridge"} or None
+        How CLE complements an unpaired object's missing description (with ``complement="lle"``):
+        Eq. 5 from its nearest paired neighbours in its own view (``"neighbours"``, the paper), or
+        a ridge regression from the observed view to the missing one fitted on the paired objects
+        each round (``"ridge"``, penalty by leave-one-out error over the pairs; the default preset,
+        see docs/quality.md). Fully paired data have nothing to complement: no effect there.
+    unpaired_dam : bool or None
+        Whether the unpaired objects also train the hash networks (True: the paper); False trains
+        each network on the paired objects only (the unpaired objects still shape S^Y and Y).
     record_diagnostics : bool
         Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
         :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
@@ -174,7 +189,8 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 dam_stop=None, dam_agree_tol=1e-3, dam_lean=None, record_diagnostics=False, cle_dtype=None):
+                 dam_stop=None, dam_agree_tol=1e-3, dam_lean=None, record_diagnostics=False, cle_dtype=None,
+                 unpaired_weight=None, unpaired_complement=None, unpaired_dam=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -220,6 +236,9 @@ class DMH(BaseHasher):
         self.dam_lean = dam_lean
         self.record_diagnostics = record_diagnostics
         self.cle_dtype = cle_dtype
+        self.unpaired_weight = unpaired_weight
+        self.unpaired_complement = unpaired_complement
+        self.unpaired_dam = unpaired_dam
 
     def _opt(self, name):
         """An option's value: as given, or the preset's when ``None``."""
@@ -255,6 +274,7 @@ class DMH(BaseHasher):
             "device": ("auto", "cpu", "cuda"),
             "dam_stop": ("fixed", "agreement"),
             "cle_dtype": ("auto", "float64", "float32"),
+            "unpaired_complement": ("neighbours", "ridge"),
         }
         if self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -266,6 +286,11 @@ class DMH(BaseHasher):
                 raise ParameterError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
         if not isinstance(self._opt("dam_lean"), (bool, np.bool_)):
             raise ParameterError(f"dam_lean must be True, False or None, got {self.dam_lean!r}")
+        w = self._opt("unpaired_weight")
+        if isinstance(w, (str, bool)) or not np.isfinite(w) or not 0.0 <= w <= 1.0:
+            raise ParameterError(f"unpaired_weight must be a number in [0, 1], got {w!r}")
+        if not isinstance(self._opt("unpaired_dam"), (bool, np.bool_)):
+            raise ParameterError(f"unpaired_dam must be True or False, got {self._opt('unpaired_dam')!r}")
         for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
             if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
                 raise ParameterError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
@@ -310,6 +335,9 @@ class DMH(BaseHasher):
         torch_seed = int(rng.integers(2**62))
         gen = torch.Generator().manual_seed(torch_seed)
         masks = [data.image_mask, data.text_mask]
+        paired = masks[0] & masks[1]
+        # objects each hash network is trained on (unpaired_dam=False: the paired objects only)
+        train_masks = masks if self._opt("unpaired_dam") else [paired, paired]
         modalities = ("image", "text")
         raws = {"image": data.image, "text": data.text}
         self.scalers_ = {}
@@ -355,17 +383,21 @@ class DMH(BaseHasher):
                     views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
                              for Z, mask in zip(Zs, masks, strict=True)]
                 Zs = [None, None]
+                given = None
+                if self._opt("unpaired_complement") == "ridge" and not paired.all():
+                    given = unpaired.ridge_complement(views, masks)
                 cle_t = {}
                 res = cle_mod.fit_cle(
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
                     neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, dtype=cle_dtype,
+                    complement_given=given,
                 )
                 t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y
                 history["cle"].append(res.objective)
-                views = res = None  # the scaled views are the largest arrays of a fit: free them now
+                views = res = given = None  # the scaled views are the largest arrays of a fit: free them now
                 t["cle"] = time.perf_counter() - t0
                 if bar:
                     bar.update(1)
@@ -380,6 +412,7 @@ class DMH(BaseHasher):
                         kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
                         decorrelation=self._opt("gbe_decorrelation"),
                         solver=self.gbe_solver, device=device, timings=gbe_t,
+                        object_weights=unpaired.object_weights(masks, self._opt("unpaired_weight")),
                     )
                     t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
                     H, H_relaxed = g.codes, g.relaxed
@@ -400,7 +433,7 @@ class DMH(BaseHasher):
                 if bar:
                     bar.update(2)
             t0 = time.perf_counter()
-            for m, mask in zip(modalities, masks, strict=True):
+            for m, mask in zip(modalities, train_masks, strict=True):
                 t1 = time.perf_counter()
                 held_out = []
                 agreement = []
