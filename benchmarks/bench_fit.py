@@ -161,6 +161,8 @@ def main(argv=None):
         "gbe_iterations": [h[-1][0] if h else 0 for h in model.history_["gbe"]],
         "dam_epochs": {m: [len(h) for h in model.history_[f"dam_{m}"]] for m in ("image", "text")},
         "dam_loss": {m: [[round(v, 4) for v in h] for h in model.history_[f"dam_{m}"]] for m in ("image", "text")},
+        "dam_agreement": {m: [[round(v, 4) for v in h] for h in model.history_.get(f"dam_{m}_agreement", [])]
+                          for m in ("image", "text")},
         "gbe_loss": [[[i, round(v, 6)] for i, v in h] for h in model.history_["gbe"]],
     }
     print(stage_table(stages))

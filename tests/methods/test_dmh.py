@@ -210,6 +210,35 @@ def test_absurd_sizes_refused_before_allocating():
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_agreement_stop_cuts_warm_rounds_only(semi, toy_data):
+    params = dict(TINY, n_rounds=3, dam_epochs=12, hidden_size=64)
+    fixed = DMH(8, random_state=0, dam_stop="fixed", **params).fit(semi)
+    stopped = DMH(8, random_state=0, **params).fit(semi)  # the default preset stops on agreement
+    for m in ("image", "text"):
+        assert [len(e) for e in fixed.history_[f"dam_{m}"]] == [12, 12, 12]
+        epochs = [len(e) for e in stopped.history_[f"dam_{m}"]]
+        assert epochs[0] == 12  # the first round (networks from scratch) keeps its fixed count
+        assert all(1 <= e < 12 for e in epochs[1:])
+        assert [len(a) for a in stopped.history_[f"dam_{m}_agreement"]] == epochs
+    # the first round is the same computation either way
+    assert fixed.history_["dam_image"][0] == stopped.history_["dam_image"][0]
+    again = DMH(8, random_state=0, **params).fit(semi)
+    assert np.array_equal(stopped.encode(toy_data.text, "text"), again.encode(toy_data.text, "text"))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_paper_preset_trains_fixed_epochs(semi, toy_data):
+    params = dict(TINY, n_rounds=3)
+    paper = DMH(8, random_state=0, preset="paper", **params).fit(semi)
+    explicit = DMH(8, random_state=0, preset="paper", dam_stop="fixed", **params).fit(semi)
+    assert all(len(e) == params["dam_epochs"] for m in ("image", "text") for e in paper.history_[f"dam_{m}"])
+    assert np.array_equal(paper.encode(toy_data.image, "image"), explicit.encode(toy_data.image, "image"))
+    with pytest.raises(ParameterError, match="dam_stop"):
+        DMH(8, dam_stop="never", **TINY).fit(semi)
+    with pytest.raises(ParameterError, match="dam_agree_tol"):
+        DMH(8, dam_agree_tol=float("nan"), **TINY).fit(semi)
+
+
 @pytest.mark.filterwarnings("ignore::dmh.errors.DegenerateCodesWarning")  # TINY fits, 8 bits
 def test_cle_dtype_auto_switches_at_approx_min_n(semi, monkeypatch):
     from dmh.methods import cle, gbe

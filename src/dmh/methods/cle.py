@@ -315,6 +315,16 @@ def complement(Z: np.ndarray, observed: np.ndarray, nbrs: np.ndarray, w: np.ndar
     return Zbar
 
 
+def _given(Zbar: np.ndarray, G: np.ndarray | None) -> np.ndarray:
+    """``Zbar`` with the rows of ``G`` that are not ``nan`` put in their place."""
+    if G is None:
+        return Zbar
+    rows = ~np.isnan(G[:, 0])
+    Zbar = Zbar.copy()
+    Zbar[rows] = G[rows]
+    return Zbar
+
+
 # ---------------------------------------------------------------------------------- driver
 @contextmanager
 def _timed(timings: dict | None, key: str):
@@ -364,9 +374,12 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
             q_method: str = "procrustes", y_method: str = "exact", w_reg: float = 0.1,
             neighbour_pool: int = 30, rng: np.random.Generator | None = None,
             Y_init: np.ndarray | None = None, nbrs: np.ndarray | None = None,
-            timings: dict | None = None, dtype=np.float64) -> CLEResult:
+            timings: dict | None = None, dtype=np.float64, complement_given=None) -> CLEResult:
     """Algorithm 1. ``Zs``: the two description matrices (n x d_v; missing rows are ignored),
     ``masks``: their observed masks. Returns Y and the fitted state with the objective history.
+    ``complement_given``, when given, holds one (n x d_v) array (or ``None``) per view: its rows
+    that are not ``nan`` replace the complement of Eq. 5 for those objects (e.g.
+    :func:`dmh.methods.unpaired.ridge_complement`).
     ``timings``, when given, accumulates the wall time of each step (``"neighbours"``, ``"q"``,
     ``"w"``, ``"complement"``, ``"y"``, ``"objective"``) in seconds.
 
@@ -406,6 +419,8 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
                 Wm = Wm.astype(dtype)
         with _timed(timings, "complement"):
             Zbars = [complement(Z, m, nbrs, w, complement_how) for Z, m in zip(Zs, masks, strict=True)]
+            if complement_given is not None:
+                Zbars = [_given(Zb, G) for Zb, G in zip(Zbars, complement_given, strict=True)]
         with _timed(timings, "y"):
             if y_method == "exact":
                 Y = y_update_exact(Zbars, Qs, Wm, Y, lam, eta)

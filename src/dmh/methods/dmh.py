@@ -15,6 +15,7 @@ from ..base import BaseHasher
 from ..data import CrossModalData
 from ..errors import ParameterError, check_finite_memory
 from . import cle as cle_mod
+from . import unpaired
 
 __all__ = ["DMH", "PRESETS"]
 
@@ -24,9 +25,11 @@ __all__ = ["DMH", "PRESETS"]
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0, cle_dtype="float64", cle_scaling="feature"),
+                  dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64", unpaired_weight=1.0,
+                  unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature"),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0, cle_dtype="auto", cle_scaling="feature"),
+                    dam_weight_decay=0.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto", unpaired_weight=1.0,
+                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="feature"),
 }
 
 
@@ -62,6 +65,24 @@ class DMH(BaseHasher):
         None: always ``dam_epochs`` passes. A number: keep 10% of each network's training objects
         out of its training and stop after the first pass that lowers their loss (Eq. 12, against
         the codes, so no labels) by less than ``dam_tol`` relative.
+    dam_stop : {"fixed", "agreement"} or None
+        ``"fixed"`` (the paper preset): ``dam_epochs`` passes in every round. ``"agreement"`` (the
+        default preset): the first round (networks trained from scratch) still makes
+        ``dam_epochs`` passes; in later rounds, where each network starts from the previous round's
+        weights and GBE's new codes barely differ from the old, it stops after the first pass that
+        raises its bit agreement with the codes (on its training batches) by less than
+        ``dam_agree_tol``, or that already brings it back within ``dam_agree_tol`` of the agreement
+        it had reached in the previous round (at most ``dam_epochs`` passes; no labels used).
+        ``None``: the preset's.
+    dam_agree_tol : float [0.001]
+        Tolerance of ``dam_stop="agreement"``, as a fraction of the target bits.
+    dam_lean : bool or None
+        Train with cheaper kernels for the same networks: txtNet's first layer skips the gradient
+        of the raw text input (only the pooled channels' is needed; autograd computed and dropped a
+        batch x hidden x text-dim product per step), and LRN sums its window by shifted copies
+        instead of average pooling (see :attr:`dmh.methods.dam.HashNet.lean`). Same model, same
+        saved state, results equal up to floating-point rounding. ``None``: the preset's (off in
+        ``"paper"``, whose codes stay bit for bit those of before).
     complement : {"lle", "zero"}
         Complement missing descriptions by Eq. 5 (DMH) or with zeros (DMH-ZERO ablation).
     binary_embedding : {"gbe", "pca"}
@@ -110,6 +131,18 @@ class DMH(BaseHasher):
         fit beyond 10^5 objects; ``"auto"`` (default preset) uses it from
         :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, where GBE's solver
         also switches; the paper preset keeps ``"float64"`` (its codes are unchanged).
+    unpaired_weight : float in [0, 1] or None
+        Weight of the unpaired objects in GBE's S^Y: their rows and columns are scaled by it
+        (``a_i a_j S_ij``, renormalised; 1: the paper). See :mod:`dmh.methods.unpaired`.
+    unpaired_complement : {"neighbours", "ridge"} or None
+        How CLE complements an unpaired object's missing description (with ``complement="lle"``):
+        Eq. 5 from its nearest paired neighbours in its own view (``"neighbours"``, the paper), or
+        a ridge regression from the observed view to the missing one fitted on the paired objects
+        each round (``"ridge"``, penalty by leave-one-out error over the pairs; the default preset,
+        see docs/quality.md). Fully paired data have nothing to complement: no effect there.
+    unpaired_dam : bool or None
+        Whether the unpaired objects also train the hash networks (True: the paper); False trains
+        each network on the paired objects only (the unpaired objects still shape S^Y and Y).
     cle_scaling : {"feature", "view"} or None
         How the input descriptions enter the first round of CLE. ``"feature"`` (the paper preset):
         every feature standardised to unit variance, as for the networks' input. ``"view"``: each
@@ -164,7 +197,8 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 record_diagnostics=False, cle_dtype=None, cle_scaling=None):
+                 dam_stop=None, dam_agree_tol=1e-3, dam_lean=None, record_diagnostics=False, cle_dtype=None,
+                 unpaired_weight=None, unpaired_complement=None, unpaired_dam=None, cle_scaling=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -205,8 +239,14 @@ class DMH(BaseHasher):
         self.gbe_balance = gbe_balance
         self.gbe_decorrelation = gbe_decorrelation
         self.dam_weight_decay = dam_weight_decay
+        self.dam_stop = dam_stop
+        self.dam_agree_tol = dam_agree_tol
+        self.dam_lean = dam_lean
         self.record_diagnostics = record_diagnostics
         self.cle_dtype = cle_dtype
+        self.unpaired_weight = unpaired_weight
+        self.unpaired_complement = unpaired_complement
+        self.unpaired_dam = unpaired_dam
         self.cle_scaling = cle_scaling
 
     def _opt(self, name):
@@ -241,7 +281,9 @@ class DMH(BaseHasher):
             "gbe_init": ("pca", "projection", "random"),
             "gbe_solver": ("auto", "exact", "approx"),
             "device": ("auto", "cpu", "cuda"),
+            "dam_stop": ("fixed", "agreement"),
             "cle_dtype": ("auto", "float64", "float32"),
+            "unpaired_complement": ("neighbours", "ridge"),
             "cle_scaling": ("feature", "view"),
         }
         if self.preset not in PRESETS:
@@ -252,6 +294,13 @@ class DMH(BaseHasher):
         for name in ("perplexity",):
             if not np.isfinite(self._opt(name)) or self._opt(name) <= 1:
                 raise ParameterError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
+        if not isinstance(self._opt("dam_lean"), (bool, np.bool_)):
+            raise ParameterError(f"dam_lean must be True, False or None, got {self.dam_lean!r}")
+        w = self._opt("unpaired_weight")
+        if isinstance(w, (str, bool)) or not np.isfinite(w) or not 0.0 <= w <= 1.0:
+            raise ParameterError(f"unpaired_weight must be a number in [0, 1], got {w!r}")
+        if not isinstance(self._opt("unpaired_dam"), (bool, np.bool_)):
+            raise ParameterError(f"unpaired_dam must be True or False, got {self._opt('unpaired_dam')!r}")
         for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
             if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
                 raise ParameterError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
@@ -266,6 +315,7 @@ class DMH(BaseHasher):
         check_int(self.dam_epochs, "dam_epochs", minimum=0)
         if self.dam_tol is not None:
             check_real(self.dam_tol, "dam_tol")
+        check_real(self.dam_agree_tol, "dam_agree_tol")
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
             check_real(getattr(self, name), name)
         for name in ("image_lr", "text_lr", "gbe_lr"):
@@ -295,6 +345,9 @@ class DMH(BaseHasher):
         torch_seed = int(rng.integers(2**62))
         gen = torch.Generator().manual_seed(torch_seed)
         masks = [data.image_mask, data.text_mask]
+        paired = masks[0] & masks[1]
+        # objects each hash network is trained on (unpaired_dam=False: the paired objects only)
+        train_masks = masks if self._opt("unpaired_dam") else [paired, paired]
         modalities = ("image", "text")
         raws = {"image": data.image, "text": data.text}
         self.scalers_ = {}
@@ -310,10 +363,12 @@ class DMH(BaseHasher):
             nets = {m: dam.make_net(m, raws[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
         for net in nets.values():
             net.to(device)
+            net.lean = bool(self._opt("dam_lean"))
         cle_dtype = self._cle_dtype(data.n_objects)
         Zs = [None, None]  # refreshed features (the inputs, standardised, in the first round)
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
         opts = {"image": None, "text": None}
+        agree_last = {"image": None, "text": None}  # bit agreement of each network's last epoch
         lrs = {"image": self.image_lr, "text": self.text_lr}
         H_relaxed = None
         Y = None
@@ -341,17 +396,21 @@ class DMH(BaseHasher):
                     views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
                              for Z, mask in zip(Zs, masks, strict=True)]
                 Zs = [None, None]
+                given = None
+                if self._opt("unpaired_complement") == "ridge" and not paired.all():
+                    given = unpaired.ridge_complement(views, masks)
                 cle_t = {}
                 res = cle_mod.fit_cle(
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
                     neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, dtype=cle_dtype,
+                    complement_given=given,
                 )
                 t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y
                 history["cle"].append(res.objective)
-                views = res = None  # the scaled views are the largest arrays of a fit: free them now
+                views = res = given = None  # the scaled views are the largest arrays of a fit: free them now
                 t["cle"] = time.perf_counter() - t0
                 if bar:
                     bar.update(1)
@@ -366,6 +425,7 @@ class DMH(BaseHasher):
                         kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
                         decorrelation=self._opt("gbe_decorrelation"),
                         solver=self.gbe_solver, device=device, timings=gbe_t,
+                        object_weights=unpaired.object_weights(masks, self._opt("unpaired_weight")),
                     )
                     t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
                     H, H_relaxed = g.codes, g.relaxed
@@ -386,14 +446,21 @@ class DMH(BaseHasher):
                 if bar:
                     bar.update(2)
             t0 = time.perf_counter()
-            for m, mask in zip(modalities, masks, strict=True):
+            for m, mask in zip(modalities, train_masks, strict=True):
                 t1 = time.perf_counter()
                 held_out = []
+                agreement = []
+                warm_stop = self._opt("dam_stop") == "agreement" and r > 0
                 losses, opts[m] = dam.train_net(
                     nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
+                    agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
+                    agree_ref=agree_last[m],
                 )
+                if agreement:
+                    agree_last[m] = agreement[-1]
+                history.setdefault(f"dam_{m}_agreement", []).append(agreement)
                 history[f"dam_{m}"].append(losses)
                 history.setdefault(f"dam_{m}_heldout", []).append(held_out)
                 t[f"dam_{m}"] = time.perf_counter() - t1

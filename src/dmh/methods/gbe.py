@@ -112,10 +112,12 @@ class PairSimilarity:
     """``S^Y`` of Eq. 7 as a blockwise operator over ordered pairs i != j (diagonal is zero)."""
 
     def __init__(self, Y: torch.Tensor, kind: str = "clip", chunk_size: int = 1024,
-                 cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0):
+                 cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0, weights: np.ndarray | None = None):
         if kind not in SIMILARITIES:
             raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
         self.Y = Y
+        # per-object weights a: entries a_i a_j S_ij, renormalised (None: the unweighted S^Y)
+        self.a = None if weights is None else torch.as_tensor(weights, dtype=Y.dtype, device=Y.device)
         self.kind = kind
         self.chunk = chunk_size
         n = Y.shape[0]
@@ -166,7 +168,8 @@ class PairSimilarity:
 
     def _raw(self, s, e):
         if self.sparse is not None:
-            return torch.as_tensor(self.sparse[s:e].toarray(), dtype=self.Y.dtype)
+            return self._weighted(torch.as_tensor(self.sparse[s:e].toarray(), dtype=self.Y.dtype, device=self.Y.device),
+                                  s, e)
         G = self.Y[s:e] @ self.Y.T
         if self.kind == "clip":
             G.clamp_(min=0.0)
@@ -175,7 +178,12 @@ class PairSimilarity:
             G.clamp_(min=0.0)  # round-off only
         idx = torch.arange(s, e, device=G.device)
         G[idx - s, idx] = 0.0
-        return G
+        return self._weighted(G, s, e)
+
+    def _weighted(self, B, s, e):
+        if self.a is None:
+            return B
+        return B * self.a[s:e, None] * self.a[None, :]
 
     def block(self, s, e) -> torch.Tensor:
         if self.cache is not None:
@@ -506,7 +514,8 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             cache_bytes: int = 2 * 1024**3, rng: np.random.Generator | None = None,
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
             n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
-            kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0) -> GBEResult:
+            kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
+            object_weights: np.ndarray | None = None) -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
@@ -523,21 +532,24 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     ``balance`` or ``decorrelation`` is set (those terms have the exact solver only). ``device`` is where the
     tensors live (``"cpu"`` or ``"cuda"``); the draws come from a CPU generator seeded by ``rng``,
     so they do not depend on the device. ``timings``, when given, accumulates seconds spent
-    building S^Y (``"setup"``) and in the steps (``"steps"``).
+    building S^Y (``"setup"``) and in the steps (``"steps"``). ``object_weights`` (n,) scales
+    each object's row and column of S^Y (``a_i a_j S_ij``, renormalised; exact solver only), e.g.
+    :func:`dmh.methods.unpaired.object_weights`.
     """
     if solver not in ("auto", "exact", "approx"):
         raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
-    plain_loss = kernel_scale == 1.0 and not balance and not decorrelation
+    plain_loss = kernel_scale == 1.0 and not balance and not decorrelation and object_weights is None
     if solver == "auto":
         solver = "approx" if Y.shape[0] >= APPROX_MIN_N and plain_loss else "exact"
     if solver == "approx" and not plain_loss:
         raise ParameterError("gbe_solver='approx' supports kernel_scale 1 without balance or decorrelation "
-                             "terms only; use gbe_solver='exact' with these options")
+                             "terms or object weights only; use gbe_solver='exact' with these options")
     t0 = time.perf_counter()
     rng = np.random.default_rng(rng)
     Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=dtype).to(device)
     if solver == "exact":
-        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity)
+        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity,
+                           weights=object_weights)
     else:
         S = SampledSimilarity(Yt, similarity, n_neighbors=n_neighbors, chunk_size=chunk_size,
                               perplexity=perplexity)

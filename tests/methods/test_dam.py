@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dmh.methods import dam  # noqa: E402
+
+
+def _problem(n=200, d=10, bits=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    H = np.where(X @ rng.normal(size=(d, bits)) > 0, 1.0, -1.0).astype(np.float32)  # learnable codes
+    torch.manual_seed(seed)
+    return dam.make_net("image", d, bits, (32,)), X, H
+
+
+def _train(net, X, H, **kw):
+    agreement = []
+    losses, _ = dam.train_net(net, X, H, epochs=kw.pop("epochs", 30), lr=1e-2, batch_size=32,
+                              generator=torch.Generator().manual_seed(0), agreement=agreement, **kw)
+    return losses, agreement
+
+
+def test_agreement_recorded_and_rising():
+    net, X, H = _problem()
+    losses, agreement = _train(net, X, H, epochs=8)
+    assert len(losses) == len(agreement) == 8
+    assert all(0.0 <= a <= 1.0 for a in agreement)
+    assert agreement[-1] > agreement[0] and agreement[-1] > 0.9
+
+
+def test_agreement_rule_stops_when_gain_is_small():
+    net, X, H = _problem()
+    _, agreement = _train(net, X, H, epochs=200, agree_tol=0.01)
+    assert 2 <= len(agreement) < 200
+    gains = np.diff(agreement)
+    assert gains[-1] < 0.01 and np.all(gains[:-1] >= 0.01)
+
+
+def test_agreement_rule_first_epoch_against_reference():
+    net, X, H = _problem()
+    _train(net, X, H, epochs=30)
+    # a network that already reproduces its targets stops after one pass when it is back at the
+    # agreement it had reached before ...
+    _, agreement = _train(net, X, H, epochs=30, agree_tol=1e-3, agree_ref=0.5)
+    assert len(agreement) == 1
+    # ... and goes on while below it
+    net2, X2, H2 = _problem(seed=1)
+    _, agreement = _train(net2, X2, H2, epochs=30, agree_tol=1e-3, agree_ref=1.0)
+    assert len(agreement) > 1
+
+
+def test_fixed_epochs_without_rule():
+    net, X, H = _problem()
+    losses, agreement = _train(net, X, H, epochs=5)
+    assert len(losses) == 5
+
+
+@pytest.mark.parametrize("modality", ["image", "text"])
+def test_lean_kernels_same_outputs_and_gradients(modality):
+    rng = np.random.default_rng(0)
+    X = torch.as_tensor(rng.normal(size=(16, 120)).astype(np.float32))
+    H = torch.as_tensor(np.sign(rng.normal(size=(16, 8))).astype(np.float32))
+    outs, grads = {}, {}
+    for lean in (False, True):
+        torch.manual_seed(0)
+        net = dam.make_net(modality, 120, 8, (32,))
+        net.lean = lean
+        assert all(m.lean == lean for m in net.modules() if isinstance(m, dam.LRN))
+        out = net(X)
+        ((out - H) ** 2).sum(1).mean().backward()
+        outs[lean] = out.detach()
+        grads[lean] = {k: p.grad.clone() for k, p in net.named_parameters()}
+    torch.testing.assert_close(outs[True], outs[False], rtol=1e-5, atol=1e-6)
+    assert grads[False].keys() == grads[True].keys()
+    for k in grads[False]:
+        torch.testing.assert_close(grads[True][k], grads[False][k], rtol=1e-4, atol=1e-6)
+    if modality == "text":
+        assert grads[True]["fusion.scale"].abs().sum() > 0  # the pooled channels do get their gradient
+
+
+def test_lean_lrn_matches_torch():
+    x = torch.relu(torch.as_tensor(np.random.default_rng(0).normal(size=(8, 300)).astype(np.float32)) * 30)
+    plain, lean = dam.LRN(5, 1e-4, 0.75, 2.0), dam.LRN(5, 1e-4, 0.75, 2.0)
+    lean.lean = True
+    torch.testing.assert_close(lean(x), plain(x))
+
+
+def test_lean_fusion_text_shorter_than_every_kernel():
+    torch.manual_seed(0)
+    net = dam.make_net("text", 4, 8, (16,))  # no pooled channel at all
+    net.lean = True
+    X = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
+    losses, _ = dam.train_net(net, X, np.ones((20, 8), np.float32), epochs=2, lr=1e-2, batch_size=8,
+                              generator=torch.Generator().manual_seed(0))
+    assert len(losses) == 2

@@ -1,0 +1,113 @@
+"""Options for the unpaired objects (dmh.methods.unpaired): their effect on a tiny semi-paired set,
+no effect at all on fully paired data, and the paper preset unchanged."""
+
+import numpy as np
+import pytest
+import torch
+
+from dmh import DMH, make_semi_paired
+from dmh.methods import cle, gbe, unpaired
+from dmh.methods.dmh import PRESETS
+
+TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30)
+PAPER_UNPAIRED = dict(unpaired_weight=1.0, unpaired_complement="neighbours", unpaired_dam=True)
+OPTIONS = (dict(unpaired_weight=0.3), dict(unpaired_complement="ridge"), dict(unpaired_dam=False))
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _codes(model, data):
+    return [model.encode(data.view(m), modality=m) for m in ("image", "text")]
+
+
+def test_paper_preset_keeps_the_paper_behaviour(toy_data):
+    assert {k: PRESETS["paper"][k] for k in PAPER_UNPAIRED} == PAPER_UNPAIRED
+    semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
+    a = DMH(8, random_state=3, preset="paper", **TINY).fit(semi)
+    b = DMH(8, random_state=3, preset="default", **TINY, **PRESETS["paper"]).fit(semi)
+    for x, y in zip(_codes(a, toy_data), _codes(b, toy_data), strict=True):
+        assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_options_change_nothing_on_fully_paired_data(toy_data, option):
+    """The options act on unpaired objects only: on fully paired data every value gives the codes
+    of the paper's values, and so does the default preset (table 1's fully paired rows stay valid)."""
+    train = toy_data.train()
+    a = DMH(8, random_state=3, **TINY, **PAPER_UNPAIRED).fit(train)
+    b = DMH(8, random_state=3, **TINY, **{**PAPER_UNPAIRED, **option}).fit(train)
+    c = DMH(8, random_state=3, **TINY).fit(train)
+    for m in (b, c):
+        for x, y in zip(_codes(a, toy_data), _codes(m, toy_data), strict=True):
+            assert np.array_equal(x, y)
+        assert np.array_equal(a.codes_, m.codes_)
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_options_change_the_codes_on_semi_paired_data(toy_data, option):
+    semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
+    a = DMH(8, random_state=3, **TINY, **PAPER_UNPAIRED).fit(semi)
+    b = DMH(8, random_state=3, **TINY, **{**PAPER_UNPAIRED, **option}).fit(semi)
+    ca, cb = _codes(a, toy_data), _codes(b, toy_data)
+    assert not all(np.array_equal(x, y) for x, y in zip(ca, cb, strict=True))
+    c = DMH(8, random_state=3, **TINY, **{**PAPER_UNPAIRED, **option}).fit(semi)  # same seed, same codes
+    assert all(np.array_equal(x, y) for x, y in zip(cb, _codes(c, toy_data), strict=True))
+
+
+def test_object_weights_scale_rows_and_columns_of_s_y():
+    rng = np.random.default_rng(0)
+    Y = torch.as_tensor(rng.normal(size=(7, 3)))
+    a = np.array([1, 1, 1, 0.5, 0.5, 0, 1.0])
+    for kind in ("clip", "perplexity"):
+        S0 = gbe.PairSimilarity(Y, kind, perplexity=2.0)
+        S1 = gbe.PairSimilarity(Y, kind, perplexity=2.0, weights=a)
+        P0, P1 = S0.block(0, 7), S1.block(0, 7)
+        expect = P0 * torch.as_tensor(np.outer(a, a))
+        assert torch.allclose(P1, expect / expect.sum())
+        assert float(P1[5].sum()) == 0.0 and float(P1.sum()) == pytest.approx(1.0)
+    assert unpaired.object_weights([np.ones(4, bool), np.ones(4, bool)], 0.3) is None
+    w = unpaired.object_weights([np.array([1, 1, 0, 1], bool), np.array([1, 1, 1, 0], bool)], 0.3)
+    assert w.tolist() == [1.0, 1.0, 0.3, 0.3]
+
+
+def test_ridge_complement_recovers_a_linear_cross_modal_map():
+    rng = np.random.default_rng(1)
+    n = 200
+    X = rng.normal(size=(n, 5))
+    T = X @ rng.normal(size=(5, 3)) + 0.01 * rng.normal(size=(n, 3))
+    img, txt = np.ones(n, bool), np.ones(n, bool)
+    txt[150:175] = False  # image-only
+    img[175:] = False  # text-only
+    Xz, Tz = np.where(img[:, None], X, 0.0), np.where(txt[:, None], T, 0.0)
+    pred_x, pred_t = unpaired.ridge_complement([Xz, Tz], [img, txt])
+    assert np.isnan(pred_t[:150]).all() and np.isnan(pred_t[175:]).all()
+    assert np.abs(pred_t[150:175] - T[150:175]).max() < 0.1  # the map is linear: recovered
+    assert np.isnan(pred_x[:175]).all() and np.isfinite(pred_x[175:]).all()
+
+
+def test_ridge_complement_beats_neighbours_where_neighbours_mislead():
+    """Image-only objects whose nearest image-space neighbours are dominated by noise dimensions:
+    CLE's complemented texts are closer to the true (discarded) texts with the ridge map learned
+    on the paired objects than with Eq. 5's neighbour average."""
+    rng = np.random.default_rng(2)
+    n, n_pair = 300, 150
+    y = rng.integers(0, 2, n)
+    image = np.c_[3.0 * (2 * y - 1), 3.0 * rng.normal(size=(n, 10))]
+    text = np.c_[2 * y - 1, 0.1 * rng.normal(size=(n, 2))]
+    img, txt = np.ones(n, bool), np.ones(n, bool)
+    txt[n_pair:] = False  # the rest are image-only; their true texts are kept aside
+    views = [cle.scale_view(image, img), cle.scale_view(text, txt)]
+    truth = cle.scale_view(text, np.ones(n, bool))[~txt]
+    err = {}
+    for how in ("neighbours", "ridge"):
+        given = unpaired.ridge_complement(views, [img, txt]) if how == "ridge" else None
+        res = cle.fit_cle(views, [img, txt], d=4, max_iter=5, rng=np.random.default_rng(0), complement_given=given)
+        err[how] = np.mean((res.Zbars[1][~txt] - truth) ** 2)
+    assert err["ridge"] < 0.5 * err["neighbours"]
+
+
+def test_bad_values_are_refused(toy_data):
+    semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
+    for bad in (dict(unpaired_weight=1.5), dict(unpaired_weight="x"), dict(unpaired_complement="mean"),
+                dict(unpaired_dam="yes")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            DMH(8, **TINY, **bad).fit(semi)
