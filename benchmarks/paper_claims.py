@@ -33,8 +33,17 @@ BASELINES = ("CVH", "IMH", "LSSH", "STMH", "CMFH", "FSH", "CCA-ITQ")
 
 
 def load(folder):
+    """The metrics of a run folder; several folders joined by commas are merged (their datasets must
+    differ: e.g. one run per dataset with its own seeds)."""
     if folder is None:
         return None
+    if "," in str(folder):
+        parts = [load(f) for f in str(folder).split(",")]
+        merged = dict(parts[0], records=[r for m in parts for r in m["records"]],
+                      datasets=[d for m in parts for d in m["datasets"]], titles={})
+        for m in parts:
+            merged["titles"].update(m["titles"])
+        return merged
     path = Path(folder) / "metrics.json"
     if not path.is_file():
         raise SystemExit(f"{path} not found: run `dmh reproduce` into {folder} first")
@@ -86,7 +95,7 @@ def table1_claims(m) -> tuple[list[str], list[str]]:
     lines = [
         "## Claims 1 and 2: DMH against the six baselines (`table1`)",
         "",
-        f"MAP, mean over seeds {seeds}. Each cell names the best fully-paired baseline (of the six and "
+        f"MAP, mean over {seeds_text(v)}. Each cell names the best fully-paired baseline (of the six and "
         "CCA-ITQ, where the run has them) and the margin of DMH over it (positive: DMH wins); `k/n` counts the "
         "seeds on which DMH is ahead of that baseline.",
         "",
@@ -283,7 +292,7 @@ def fit_times(runs) -> list[str]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--table1")
+    ap.add_argument("--table1", help="a table1 run folder, or several joined by commas (one per dataset)")
     ap.add_argument("--table8")
     ap.add_argument("--fig4")
     ap.add_argument(
@@ -301,6 +310,8 @@ def main(argv=None):
     loaded = []
     for folder, fn in ((args.table1, table1_claims), (args.fig4, fig4_claims), (args.table8, table8_claims)):
         m = load(folder)
+        if m is not None and fn is table1_claims:
+            m = same_seeds(m)
         if m is None:
             continue
         loaded.append(m)
@@ -327,12 +338,35 @@ def main(argv=None):
     out.write_text("\n".join(text) + "\n", encoding="utf-8")
     print(f"wrote {out}")
     if args.readme:
-        t1 = load(args.table1) if args.table1 else None
+        t1 = same_seeds(load(args.table1)) if args.table1 else None
         if t1 is not None and args.table1_paper:
             t1 = with_paper_rows(t1, load(args.table1_paper))
         block = readme_block(t1, summary, args, out)
         update_readme("experiments", block, args.readme)
         print(f"updated {args.readme}")
+
+
+def same_seeds(m):
+    """``m`` with, per dataset, only the seeds DMH ran (a run whose baselines have more seeds than
+    DMH is compared on the seeds they share)."""
+    dmh = defaultdict(set)
+    for r in m["records"]:
+        if r["method"] == "DMH":
+            dmh[r["dataset"]].add(r["seed"])
+    if not dmh:
+        return m
+    return dict(m, records=[r for r in m["records"] if r["seed"] in dmh.get(r["dataset"], {r["seed"]})])
+
+
+def seeds_text(v) -> str:
+    """'seeds [0, 1, 2, 3, 4]' or, when datasets differ, the seeds of each dataset."""
+    per = defaultdict(set)
+    for key, vals in v.items():
+        per[key[0]] |= set(vals)
+    distinct = {tuple(sorted(x)) for x in per.values()}
+    if len(distinct) == 1:
+        return f"seeds {list(distinct.pop())}"
+    return "seeds " + "; ".join(f"{sorted(x)} ({ds})" for ds, x in per.items())
 
 
 def with_paper_rows(t1, paper):
@@ -349,8 +383,9 @@ def readme_block(t1, summary, args, out) -> str:
         v = by_seed(t1)
         seeds, bits = seeds_bits(v)
         lines += [
-            f"MAP (Hamming ranking over the whole database), mean ± std over seeds {seeds}, from "
-            f"[`{args.table1}/report.md`]({args.table1}/report.md) (`dmh reproduce table1`). "
+            f"MAP (Hamming ranking over the whole database), mean ± std over {seeds_text(v)}, from "
+            + ", ".join(f"[`{f}/report.md`]({f}/report.md)" for f in args.table1.split(","))
+            + " (`dmh reproduce table1`). "
             "Best baseline: the best of CVH, IMH, LSSH, STMH, CMFH, FSH and CCA-ITQ trained fully paired "
             "(by mean MAP per cell)."
             + (f" DMH-paper: `DMH(preset=\"paper\")`, from [`{args.table1_paper}`]({args.table1_paper}/report.md)."
