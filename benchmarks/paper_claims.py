@@ -148,7 +148,7 @@ def table1_claims(m) -> tuple[list[str], list[str]]:
                 if a and i:
                     imh.append(paired(a, i)[0] > 0)
     if imh:
-        summary.append(f"- DMH (50%) beats IMH (50%) in {sum(imh)} of {len(imh)} cells (both datasets).")
+        summary.append(f"- DMH (50%) beats IMH (50%) in {sum(imh)} of {len(imh)} cells (all datasets).")
     return summary, lines
 
 
