@@ -52,6 +52,25 @@ def test_the_key_changes_with_everything_that_changes_the_result(toy_data, tmp_p
         cell_key({"method": "cvh"})
 
 
+def test_a_cell_names_the_preset_values_it_ran_with_so_a_changed_preset_is_not_reused(toy_data, monkeypatch):
+    from dmh.methods import dmh as dmh_module
+
+    fp = data_fingerprint(toy_data, "toy")
+    base = dict(dataset="toy", fingerprint=fp, method="dmh", params={}, n_bits=8, paired_ratio=0.5, seed=0)
+    cell = make_cell(**base)
+    default = dmh_module.PRESETS["default"]
+    assert {k: cell["params"][k] for k in default} == default  # written out, not None
+    paper = make_cell(**{**base, "params": {"preset": "paper"}})["params"]
+    assert {k: paper[k] for k in default} == dmh_module.PRESETS["paper"]
+    given = make_cell(**{**base, "params": {"cle_scaling": "view"}})["params"]
+    assert given["cle_scaling"] == "view"  # a value given wins over the preset's
+    # naming the preset's value or leaving it to the preset: the same run, the same key
+    assert make_cell(**{**base, "params": {"cle_scaling": default["cle_scaling"]}})["key"] == cell["key"]
+    changed = {**default, "cle_scaling": "view" if default["cle_scaling"] != "view" else "feature"}
+    monkeypatch.setitem(dmh_module.PRESETS, "default", changed)
+    assert make_cell(**base)["key"] != cell["key"]
+
+
 def test_run_cells_records_carry_the_key_and_resume_reuses_exact_matches_only(toy_data):
     cells = plan_evaluation(toy_data, "toy", ["cvh"], [8], [1.0, 0.5], [0])
     entries = run_cells(cells, {"data": toy_data})

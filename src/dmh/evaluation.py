@@ -119,7 +119,8 @@ def data_fingerprint(data: CrossModalData, source: str) -> dict:
 
 def full_params(method: str, params: dict | None = None) -> dict:
     """Every hyperparameter of ``method`` with ``params`` applied over its defaults (the cell's
-    ``n_bits`` and ``random_state`` excluded); unknown names fail here, before any work."""
+    ``n_bits`` and ``random_state`` excluded), options left to a preset resolved to the preset's
+    values; unknown names fail here, before any work."""
     klass = get_method_class(method)
     defaults = klass().get_params(deep=False)
     params = dict(params or {})
@@ -128,6 +129,11 @@ def full_params(method: str, params: dict | None = None) -> dict:
         raise ParameterError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(defaults)}")
     out = {k: v for k, v in defaults.items() if k not in _CELL_PARAMS}
     out.update({k: v for k, v in params.items() if k not in _CELL_PARAMS})
+    # options a preset fills in are written out: a cell names the configuration it ran, so that a
+    # later change of a preset's values changes the key instead of reusing results silently
+    resolve = getattr(klass, "preset_options", None)
+    if resolve is not None:
+        out.update(resolve(out))
     return jsonable(out)
 
 

@@ -61,3 +61,44 @@ def test_view_scaling_leaves_the_callers_arrays_alone(cle_dtype):
     before = fit_on.image.copy()
     DMH(8, cle_scaling="view", cle_dtype=cle_dtype, random_state=0, **TINY).fit(fit_on)
     assert np.array_equal(fit_on.image, before)
+
+
+def _sparse_words(data, n_words=300, seed=1):
+    """``data`` with its text view replaced by a sparse 0/1 bag of words: a few frequent words
+    that follow the clusters, and many rare ones (seen by 1-3% of the objects) that do not."""
+    rng = np.random.default_rng(seed)
+    n = data.image.shape[0]
+    words = np.zeros((n, n_words))
+    for c in range(4):
+        words[data.labels == c, c] = 1.0  # one frequent word per cluster
+    words[:, 4:] = rng.random((n, n_words - 4)) < rng.uniform(0.01, 0.03, size=n_words - 4)
+    return CrossModalData(image=data.image, text=words, labels=data.labels, train_idx=data.train_idx,
+                          query_idx=data.query_idx, database_idx=data.database_idx, name="sparse-words")
+
+
+def test_auto_scales_a_sparse_view_as_a_whole_and_standardises_a_dense_one():
+    from dmh.methods.dmh import SPARSE_ZERO_SHARE, sparse_view
+
+    assert PRESETS["default"]["cle_scaling"] == "auto"
+    dense = _views_with_faint_noise(n=80)
+    sparse = _sparse_words(dense)
+    everyone = np.ones(80, dtype=bool)
+    assert not sparse_view(dense.text, everyone) and sparse_view(sparse.text, everyone)
+    assert (sparse.text == 0).mean() >= SPARSE_ZERO_SHARE
+    # rows not observed do not count: a view whose only dense rows are missing is still sparse
+    filled = sparse.text.copy()
+    filled[:8] = 1.0
+    assert sparse_view(filled, np.arange(80) >= 8) and not sparse_view(filled[:8], np.ones(8, dtype=bool))
+    on_dense = DMH(8, cle_scaling="auto", random_state=0, **TINY).fit(dense.train())
+    assert on_dense.cle_scaling_ == {"image": "feature", "text": "feature"}
+    by_hand = DMH(8, cle_scaling="feature", random_state=0, **TINY).fit(dense.train())
+    assert np.array_equal(on_dense.codes_, by_hand.codes_)  # dense data: exactly the paper's scaling
+    on_sparse = DMH(8, cle_scaling="auto", random_state=0, **TINY).fit(sparse.train())
+    assert on_sparse.cle_scaling_ == {"image": "feature", "text": "view"}
+
+
+def test_auto_on_sparse_words_keeps_rare_words_from_drowning_the_clusters():
+    train = _sparse_words(_views_with_faint_noise(n=200)).train()
+    maps = {how: _map_of_features(DMH(8, cle_scaling=how, random_state=0, **TINY).fit(train).features_, train.labels)
+            for how in ("feature", "auto")}
+    assert maps["auto"] > maps["feature"] + 0.05, maps

@@ -29,7 +29,7 @@ PRESETS = {
                   unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature"),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                     dam_weight_decay=0.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto", unpaired_weight=1.0,
-                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="feature"),
+                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto"),
 }
 
 
@@ -143,14 +143,17 @@ class DMH(BaseHasher):
     unpaired_dam : bool or None
         Whether the unpaired objects also train the hash networks (True: the paper); False trains
         each network on the paired objects only (the unpaired objects still shape S^Y and Y).
-    cle_scaling : {"feature", "view"} or None
+    cle_scaling : {"feature", "view", "auto"} or None
         How the input descriptions enter the first round of CLE. ``"feature"`` (the paper preset):
         every feature standardised to unit variance, as for the networks' input. ``"view"``: each
         view only centred and scaled as a whole (:func:`dmh.methods.cle.scale_view`), so features
         keep their relative scales: a rare word of a standardised bag of words, or a
         low-variance CNN channel, no longer weighs as much as the dominant directions. The
-        networks' input is standardised either way. ``None``: the preset's (docs/quality.md,
-        "Dense CNN features", for the evidence).
+        networks' input is standardised either way. ``"auto"`` (the default preset): per view,
+        ``"view"`` for a sparse view (at least :data:`SPARSE_ZERO_SHARE` of its entries zero: a bag
+        of words, tags, where standardising lifts a word seen in a fraction p of the objects by
+        about 1/sqrt(p)) and ``"feature"`` for a dense one; the choice is kept in ``cle_scaling_``. ``None``: the
+        preset's (docs/quality.md, section 8, for the evidence).
     record_diagnostics : bool
         Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
         :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
@@ -180,6 +183,9 @@ class DMH(BaseHasher):
         (seconds per stage). Not saved with the model.
     scalers_ : dict of str to (ndarray, ndarray)
         Per-modality feature mean and scale used to standardise inputs.
+    cle_scaling_ : dict of str to str
+        How each view entered CLE's first round, ``"feature"`` or ``"view"`` (``cle_scaling``
+        resolved; ``"auto"`` chooses per view). Not saved with the model.
     n_iter_ : int
         Outer rounds run (``n_rounds``).
     """
@@ -256,6 +262,32 @@ class DMH(BaseHasher):
             return PRESETS[self.preset][name]
         return value
 
+    @staticmethod
+    def preset_options(params: dict) -> dict:
+        """The options that ``params`` (a ``get_params`` dict) leaves as ``None``, with the values
+        its ``preset`` gives them; ``{}`` for an unknown preset (``fit`` reports it)."""
+        preset = PRESETS.get(params.get("preset", "default"))
+        if preset is None:
+            return {}
+        return {k: v for k, v in preset.items() if params.get(k) is None}
+
+    def _view_scalings(self, raws: dict, masks) -> dict:
+        """How each view enters CLE's first round: ``{"image": "feature"|"view", "text": ...}``
+        (``cle_scaling``, with ``"auto"`` resolved per view by :func:`sparse_view`)."""
+        how = self._opt("cle_scaling")
+        if how != "auto":
+            return {m: how for m in ("image", "text")}
+        return {m: "view" if sparse_view(raws[m], mask) else "feature"
+                for m, mask in zip(("image", "text"), masks, strict=True)}
+
+    def _first_view(self, m, raws, X, mask, cle_dtype):
+        """View ``m`` as CLE's first round sees it, per :attr:`cle_scaling_`."""
+        if self.cle_scaling_[m] == "view":  # the inputs as given, the view scaled as a whole (a copy)
+            return cle_mod.scale_view(raws[m], mask, cle_dtype)
+        if cle_dtype == np.float64:  # every feature standardised
+            return cle_mod.scale_view(X[m], mask)
+        return cle_mod.scale_view(X.float32(m), mask, cle_dtype, inplace=True)  # a float32 copy, scaled in place
+
     def _cle_dtype(self, n: int):
         """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
         value = self._opt("cle_dtype")
@@ -284,7 +316,7 @@ class DMH(BaseHasher):
             "dam_stop": ("fixed", "agreement"),
             "cle_dtype": ("auto", "float64", "float32"),
             "unpaired_complement": ("neighbours", "ridge"),
-            "cle_scaling": ("feature", "view"),
+            "cle_scaling": ("feature", "view", "auto"),
         }
         if self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -358,6 +390,7 @@ class DMH(BaseHasher):
             sd[sd < 1e-12] = 1.0
             self.scalers_[m] = (mu, sd)
         X = _Standardised(raws, self.scalers_)  # recomputed when used: one n x d_v copy at a time
+        self.cle_scaling_ = self._view_scalings(raws, masks)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(torch_seed)
             nets = {m: dam.make_net(m, raws[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
@@ -384,14 +417,8 @@ class DMH(BaseHasher):
             t = {}
             if r == 0 or self.refresh_features:
                 t0 = time.perf_counter()
-                if r == 0 and self._opt("cle_scaling") == "view":  # the inputs as given, each view scaled
-                    views = [cle_mod.scale_view(raws[m], mask, cle_dtype)  # as a whole (a copy: never in place)
-                             for m, mask in zip(modalities, masks, strict=True)]
-                elif r == 0 and cle_dtype == np.float64:
-                    views = [cle_mod.scale_view(X[m], mask) for m, mask in zip(modalities, masks, strict=True)]
-                elif r == 0:  # a float32 copy of the inputs, scaled in place
-                    views = [cle_mod.scale_view(X.float32(m), mask, cle_dtype, inplace=True)
-                             for m, mask in zip(modalities, masks, strict=True)]
+                if r == 0:
+                    views = [self._first_view(m, raws, X, mask, cle_dtype) for m, mask in zip(modalities, masks, strict=True)]
                 else:  # refreshed features are this fit's own: scaled in place where the dtype allows
                     views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
                              for Z, mask in zip(Zs, masks, strict=True)]
@@ -573,6 +600,22 @@ def pca_codes(Y: np.ndarray, n_bits: int) -> np.ndarray:
     r = min(n_bits, Vt.shape[0])
     P[:, :r] = Vt[:r].T
     return np.where(Yc @ P > 0, 1, -1).astype(np.int8)
+
+
+#: a view is *sparse* (bag of words, tags) when at least this share of its observed entries is zero
+SPARSE_ZERO_SHARE = 0.9
+
+
+def sparse_view(Z: np.ndarray, observed: np.ndarray, threshold: float = SPARSE_ZERO_SHARE) -> bool:
+    """Whether at least ``threshold`` of the entries of ``Z``'s observed rows are exactly zero
+    (counted by blocks of rows: no copy of the view)."""
+    rows = np.flatnonzero(observed)
+    if rows.size == 0 or Z.shape[1] == 0:
+        return False
+    nonzero = 0
+    for s in range(0, rows.size, 8192):
+        nonzero += int(np.count_nonzero(Z[rows[s : s + 8192]]))
+    return 1.0 - nonzero / (rows.size * Z.shape[1]) >= threshold
 
 
 class _Standardised:
