@@ -418,7 +418,8 @@ class DMH(BaseHasher):
             if r == 0 or self.refresh_features:
                 t0 = time.perf_counter()
                 if r == 0:
-                    views = [self._first_view(m, raws, X, mask, cle_dtype) for m, mask in zip(modalities, masks, strict=True)]
+                    views = [self._first_view(m, raws, X, mask, cle_dtype)
+                             for m, mask in zip(modalities, masks, strict=True)]
                 else:  # refreshed features are this fit's own: scaled in place where the dtype allows
                     views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
                              for Z, mask in zip(Zs, masks, strict=True)]
