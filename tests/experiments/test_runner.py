@@ -27,5 +27,5 @@ def test_cells_without_the_current_key_are_refitted_and_said(toy_data, tmp_path,
     capsys.readouterr()
     assert main(args) == 0
     said = capsys.readouterr().out
-    assert f"{n} finished cell(s)" in said and "not reused" in said
+    assert f"{n} finished cell(s)" in said and "not reused, kept" in said
     assert set(load_cells(out)) >= set(cells)  # refitted under the current key

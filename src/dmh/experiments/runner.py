@@ -264,8 +264,9 @@ def run_experiment(
             + (f", {n_borrowed} reused from {', '.join(str(f) for f in reuse)}" if n_borrowed else "")
         )
         if stale:
-            say(f"{stale} finished cell(s) in {out / CELLS_FILE} differ from this run's (data, split, method "
-                "parameters, or written by an older dmh without the full cell key): not reused")
+            say(f"{stale} finished cell(s) in {out / CELLS_FILE} are not in this run's plan (other datasets, "
+                "seeds, bits, ratios or parameters, or written by an older dmh without the full cell key): "
+                "not reused, kept in the file")
 
         def save(entry):
             finished[entry["key"]] = entry
