@@ -313,6 +313,30 @@ def test_a_reduced_run_says_so_in_its_report(toy_file, tmp_path, count_fits):
 
 
 @quiet
+def test_runs_keeps_the_named_runs_says_so_and_refuses_unknown_labels(toy_file, tmp_path, count_fits, capsys):
+    out = tmp_path / "t8runs"
+    base = ["reproduce", "table8", "--quick", "--datasets", f"toy={toy_file}", "--no-plots", "--out", str(out)]
+    assert main([*base, "--runs", "DMH,DMH-PCA"]) == 0 and count_fits["n"] == 2
+    assert {e["cell"]["label"] for e in load_cells(out).values()} == {"DMH", "DMH-PCA"}
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["resolved"]["reduced"] == {} and [r["label"] for r in cfg["runs"]] == ["DMH-PCA", "DMH"]
+    capsys.readouterr()
+    assert main([*base, "--runs", "DMH,DMH-WHAT"]) == 2
+    err = capsys.readouterr().err
+    assert "--runs" in err and "DMH-WHAT" in err and "DMH-ZERO" in err and "Traceback" not in err
+    assert count_fits["n"] == 2  # nothing fitted for the refused call
+    full = tmp_path / "t8full"
+    small = json.loads(json.dumps(load_config("table8")))
+    small["method_params"]["dmh"].update({"n_rounds": 1, "hidden_size": 16, "dam_epochs": 1, "d": 8,
+                                          "cle_max_iter": 3, "gbe_max_iter": 5})
+    path = tmp_path / "small8.json"
+    path.write_text(json.dumps(small))
+    assert main(["reproduce", str(path), "--datasets", f"toy={toy_file}", "--no-plots", "--out", str(full),
+                 "--seeds", "0", "--bits", "8", "--runs", "DMH"]) == 0
+    assert "runs ['DMH'] of the config's ['DMH-ZERO', 'DMH-PCA', 'DMH-FIX', 'DMH']" in (full / "report.md").read_text()
+
+
+@quiet
 def test_quick_fig6_records_the_loss_histories(toy_file, tmp_path, count_fits):
     out = tmp_path / "f6"
     args = ["reproduce", "fig6", "--quick", "--datasets", f"toy={toy_file}", "--out", str(out), "--seeds", "1"]

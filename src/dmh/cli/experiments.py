@@ -55,6 +55,11 @@ report.md (our numbers beside the paper's) and PNG plots."""
     help="comma-separated paired ratios to keep (runs with none of them are left out)  [default: the config's]",
 )
 @click.option(
+    "--runs",
+    default=None,
+    help="comma-separated labels of the config's runs to keep (e.g. DMH,IMH)  [default: every run]",
+)
+@click.option(
     "--reuse",
     multiple=True,
     type=click.Path(file_okay=False),
@@ -63,7 +68,7 @@ report.md (our numbers beside the paper's) and PNG plots."""
 @click.option("--quick", is_flag=True, help="reduced run for a smoke test (the config's 'quick' settings)")
 @click.option("--no-plots", is_flag=True, help="skip the PNG figures")
 @click.option("--list", "list_only", is_flag=True, help="list the experiments (NAME is ignored)")
-def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, quick, no_plots, list_only):
+def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reuse, quick, no_plots, list_only):
     from pathlib import Path
 
     from ..experiments import load_config, run_experiment
@@ -83,6 +88,7 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, qui
     seeds_ = None if seeds is None else seed_list(seeds, "--seeds")
     bit_list = None if bits is None else int_list(bits, "--bits")
     ratio_list = None if ratios is None else float_list(ratios, "--ratios")
+    run_list = None if runs is None else [r.strip() for r in runs.split(",") if r.strip()]
     result = run_experiment(
         config,
         out_dir=out_dir,
@@ -92,6 +98,7 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, reuse, qui
         quick=quick,
         bits=bit_list,
         paired_ratios=ratio_list,
+        runs=run_list,
         reuse=list(reuse),
         plots=not no_plots,
         echo=click.echo,

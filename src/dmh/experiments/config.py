@@ -291,14 +291,16 @@ def resolve_config(
     quick: bool = False,
     bits: Sequence[int] | None = None,
     paired_ratios: Sequence[float] | None = None,
+    runs: Sequence[str] | None = None,
 ) -> dict:
     """The config as it will run: ``quick`` overrides applied, the chosen datasets and seeds.
 
     ``datasets``: names from the config's ``datasets``, or ``NAME=SOURCE`` for a dataset not in it
     (a data file, a built-in name or a ``benchmark:path`` spec); default ``default_datasets``.
     ``seeds``, ``bits``, ``paired_ratios``: subsets or replacements of the config's (a run keeps
-    only its ratios that are in ``paired_ratios`` and is left out when none is); the report says
-    the run was reduced when any of them leaves out part of the config.
+    only its ratios that are in ``paired_ratios`` and is left out when none is); ``runs``: the labels
+    of the runs to keep (every run with one of them). The report says the run was reduced when any
+    of them leaves out part of the config.
     """
     cfg = copy.deepcopy(validate_config(copy.deepcopy(config)))
     full = config_extent(cfg)
@@ -334,6 +336,14 @@ def resolve_config(
         cfg["runs"] = [run for run in cfg["runs"] if run["paired_ratios"]]
         if not cfg["runs"]:
             raise ParameterError(f"no run of experiment {cfg['name']!r} has a paired ratio in {wanted}")
+    if runs is not None:
+        wanted_runs = [str(r) for r in runs]
+        labels = [run["label"] for run in cfg["runs"]]
+        unknown = [r for r in wanted_runs if r not in labels]
+        if unknown or not wanted_runs:
+            raise ParameterError(f"--runs: experiment {cfg['name']!r} has no run labelled {unknown or wanted_runs}; "
+                                 f"its runs are {', '.join(dict.fromkeys(labels))}")
+        cfg["runs"] = [run for run in cfg["runs"] if run["label"] in wanted_runs]
     ran = config_extent(cfg)
     reduced = {k: {"config": full[k], "ran": ran[k]} for k in full if not set(full[k]) <= set(ran[k])}
     chosen = list(cfg["default_datasets"]) if datasets is None else list(datasets)
@@ -366,9 +376,10 @@ def resolve_config(
 
 
 def config_extent(cfg: dict) -> dict:
-    """The seeds, bit lengths and paired ratios a config covers."""
+    """The seeds, bit lengths, paired ratios and run labels a config covers."""
     ratios = sorted({float(r) for run in cfg["runs"] for r in run["paired_ratios"]})
-    return {"seeds": list(cfg["seeds"]), "bits": list(cfg["bits"]), "paired_ratios": ratios}
+    runs = list(dict.fromkeys(run["label"] for run in cfg["runs"]))
+    return {"seeds": list(cfg["seeds"]), "bits": list(cfg["bits"]), "paired_ratios": ratios, "runs": runs}
 
 
 def run_params(cfg: dict, run: dict) -> dict:

@@ -189,6 +189,7 @@ def run_experiment(
     quick: bool = False,
     bits: Sequence[int] | None = None,
     paired_ratios: Sequence[float] | None = None,
+    runs: Sequence[str] | None = None,
     reuse: Sequence | None = None,
     plots: bool = True,
     echo: Callable[[str], None] | None = None,
@@ -196,7 +197,7 @@ def run_experiment(
     """Run an experiment config (a name, a path or a dict) and write its results to ``out_dir``.
 
     ``data_dir`` is the folder the config's data-relative paths start from (not needed for built-in
-    data). ``datasets``, ``seeds``, ``quick``, ``bits``, ``paired_ratios``: see
+    data). ``datasets``, ``seeds``, ``quick``, ``bits``, ``paired_ratios``, ``runs``: see
     :func:`resolve_config`. Cells already in ``out_dir/cells.json`` are not fitted again, nor are
     cells found in the ``cells.json`` of a folder in ``reuse`` (another experiment's output: e.g.
     table8 and fig4 share DMH at 50% with table1; a cell is reused only when its key, see
@@ -205,7 +206,8 @@ def run_experiment(
     """
     say = echo or (lambda _line: None)
     cfg = resolve_config(
-        load_config(config), datasets=datasets, seeds=seeds, quick=quick, bits=bits, paired_ratios=paired_ratios
+        load_config(config), datasets=datasets, seeds=seeds, quick=quick, bits=bits, paired_ratios=paired_ratios,
+        runs=runs
     )
     missing = sorted({r["method"] for r in cfg["runs"] if _method_class(r["method"]) is None})
     if missing:  # named by the registry, module not written yet: run the others, say so
