@@ -113,6 +113,35 @@ def test_tune_resumes_and_never_reads_test_map(toy_data):
     assert rc[0]["n_candidates"] == 3 and rc[0]["spearman"] == pytest.approx(-1.0)
 
 
+def test_tune_resumes_only_fits_of_the_same_settings(toy_data, monkeypatch):
+    from dmh.errors import DataError
+    from dmh.methods import dmh as dmh_module
+
+    recs = tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2)
+    assert json.loads(recs[0]["key"])["params"]["reg"] is not None  # every parameter written out
+    # another held-out share, other data, another paired ratio: never mixed in
+    with pytest.raises(DataError, match="another tune"):
+        tune(toy_data, "cvh", [{}], [8], [1], holdout=0.3, records=recs)
+    other = CrossModalData(image=toy_data.image + 1.0, text=toy_data.text, labels=toy_data.labels,
+                           train_idx=toy_data.train_idx, query_idx=toy_data.query_idx,
+                           database_idx=toy_data.database_idx)
+    with pytest.raises(DataError, match="another tune"):
+        tune(other, "cvh", [{}], [8], [0], holdout=0.2, records=recs)
+    # the same candidate under other fixed parameters: refused, not reused
+    with pytest.raises(DataError, match="other parameter values"):
+        tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2, fixed_params={"reg": 0.5}, records=recs)
+    keyless = [{k: v for k, v in r.items() if k != "key"} for r in recs]
+    with pytest.raises(DataError, match="without a key"):
+        tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2, records=keyless)
+    # a changed preset value of DMH changes the key
+    params = {"n_rounds": 1, "d": 4, "hidden_size": 8, "dam_epochs": 1}
+    from dmh.selection import fit_key
+
+    key = fit_key(toy_data, "dmh", params, 8, 0, 1.0, 0.2)
+    monkeypatch.setitem(dmh_module.PRESETS, "default", {**dmh_module.PRESETS["default"], "cle_scaling": "view"})
+    assert fit_key(toy_data, "dmh", params, 8, 0, 1.0, 0.2) != key
+
+
 def test_tune_rejects_unknown_parameters(toy_data):
     with pytest.raises(ValueError, match="unknown parameter"):
         tune(toy_data, "cvh", [{"nope": 1}], [8], [0])
@@ -131,6 +160,8 @@ def test_cli_tune(toy_data, tmp_path):
     payload = json.loads(out.read_text())
     assert len(payload["records"]) == 1 and payload["chosen"]["params"] == {}
     assert main(["tune", *args]) == 0  # resumes: nothing to do
+    assert len(json.loads(out.read_text())["records"]) == 1
+    assert main(["tune", *args, "--param", "cvh.reg=0.5"]) == 2  # other --param values: refused
     assert len(json.loads(out.read_text())["records"]) == 1
     assert main(["tune", str(path), "--grid", "cvh.bad", "--method", "cvh", "--out", str(out)]) == 2
     assert main(["tune", str(tmp_path / "missing.npz"), "--out", str(out)]) == 2

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._json import jsonable
 from .data import CrossModalData
 from .errors import DataError, ParameterError
 
@@ -223,6 +224,23 @@ def candidate_key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
+def fit_key(data: CrossModalData, method: str, params: dict, n_bits: int, seed: int, paired_ratio: float,
+            holdout: float) -> str:
+    """Everything that determines one tune fit's result: the data (a hash of its arrays and its
+    split), the method with every parameter (defaults and preset values written out, see
+    :func:`dmh.evaluation.full_params`), bits, seed, paired ratio and held-out share. A resumed tune
+    reuses a finished fit only under an equal key."""
+    from .evaluation import _hash_arrays, full_params
+
+    ident = {
+        "data": _hash_arrays((data.image, data.text, data.image_mask, data.text_mask, data.labels)),
+        "split": _hash_arrays((data.train_idx, data.query_idx, data.database_idx)),
+        "method": method, "params": full_params(method, params), "n_bits": int(n_bits), "seed": int(seed),
+        "paired_ratio": float(paired_ratio), "holdout": float(holdout),
+    }
+    return json.dumps(jsonable(ident), sort_keys=True, separators=(",", ":"))
+
+
 def spearman(x, y) -> float | None:
     """Spearman rank correlation (average ranks for ties); ``None`` with fewer than 3 values or a
     constant input."""
@@ -260,19 +278,39 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
         if unknown:
             raise ParameterError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(valid)}")
     records = list(records or [])
-    done = {(r["candidate"], r["n_bits"], r["seed"], r["paired_ratio"]) for r in records}
+    cells = [(s, b, p) for s in seeds for b in bits for p in grid]
+    keys = [fit_key(data, method, {**fixed_params, **p}, b, s, paired_ratio, holdout) for s, b, p in cells]
+    done = {r.get("key") for r in records}
+    if None in done:
+        raise DataError("the tune results to resume hold fits without a key (written by an older dmh): "
+                        "they cannot be told apart from other settings; start a new --out")
+    setting = ("data", "split", "method", "paired_ratio", "holdout")
+    if keys:
+        ours = json.loads(keys[0])
+        other = [r for r in records if any(json.loads(r["key"])[f] != ours[f] for f in setting)]
+        if other:
+            raise DataError(f"the tune results to resume hold {len(other)} fit(s) of another tune (other data, split, "
+                            "method, paired ratio or held-out share): start a new --out")
+    planned = {(candidate_key(p), int(b), int(s), float(paired_ratio)): k
+               for (s, b, p), k in zip(cells, keys, strict=True)}
+    clash = [r for r in records if r["key"] != planned.get((r["candidate"], r["n_bits"], r["seed"], r["paired_ratio"]),
+                                                           r["key"])]
+    if clash:
+        r = clash[0]
+        raise DataError(f"the tune results to resume hold {len(clash)} fit(s) of this run's candidates made under "
+                        "other parameter values (--param, or a changed default; first: "
+                        f"{r['candidate']} {r['n_bits']} bits seed {r['seed']}): start a new --out")
     train_full = data.train() if data.train_idx is not None else data
     if test_map:
         query, database = data.query(), data.database()
-    cells = [(s, b, p) for s in seeds for b in bits for p in grid]
-    cells = [c for c in cells if (candidate_key(c[2]), int(c[1]), int(c[0]), float(paired_ratio)) not in done]
+    cells = [(c, k) for c, k in zip(cells, keys, strict=True) if k not in done]
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(cells), desc="tune", unit="fit")
     split_cache: dict = {}
-    for seed, n_bits, params in cells:
+    for (seed, n_bits, params), key in cells:
         if seed not in split_cache:
             split_cache.clear()
             train = train_full if paired_ratio >= 1.0 else make_semi_paired(train_full, paired_ratio, random_state=seed)
@@ -283,6 +321,7 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
         model.fit(fit_data)
         fit_s = time.perf_counter() - t0
         rec = {
+            "key": key,
             "method": method,
             "candidate": candidate_key(params),
             "params": params,

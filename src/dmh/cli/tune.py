@@ -19,7 +19,9 @@ image's code retrieves its own text among the held-out texts and vice versa (mea
 ties counted fairly), with code health (bit balance, bit correlation, distinct codes).
 
 GRID is 'KEY=V1,V2;KEY2=V1,V2' (method prefixes optional, e.g. 'dmh.n_rounds=1,3'). Every candidate
-is reported; the choice is the best mean score over bits and seeds. --out is resumable."""
+is reported; the choice is the best mean score over bits and seeds. --out is resumable: a rerun
+reuses the fits made with the same data, settings and parameter values (defaults included) and
+refuses a file of other settings."""
 )
 @click.argument("data")
 @click.option("--method", default="dmh", show_default=True)
@@ -37,6 +39,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     from .._atomic import atomic_write_text
     from .._json import jsonable
     from ..datasets import load_dataset
+    from ..errors import DataError
     from ..selection import choose, load_records, parse_grid, rank_correlations, summarize
     from ..selection import tune as run_tune
 
@@ -59,6 +62,10 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     click.echo(dataset.summary())
     records = load_records(out)
     if records:
+        before = json.loads(Path(out).read_text()).get("config", {}).get("fixed", {})
+        if before != jsonable(fixed):
+            raise DataError(f"{out} holds a tune with other --param values ({before}, now {jsonable(fixed)}): "
+                            "start a new --out")
         click.echo(f"Resuming: {len(records)} finished fit(s) in {out}")
     config = {"data": str(data), "method": method, "grid": grid, "fixed": fixed, "bits": bit_list,
               "seeds": seed_list, "paired_ratio": paired_ratio, "holdout": holdout}
