@@ -70,6 +70,29 @@ def test_ablation_and_paper_literal_options_run(semi, variant):
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_zero_complement_is_an_ablation_under_every_preset(semi, monkeypatch):
+    """DMH-ZERO (``complement="zero"``) fills missing descriptions with zeros: the default preset's
+    ridge complement replaces Eq. 5 only, never the ablation (it did, making DMH-ZERO equal DMH)."""
+    from dmh.methods import cle
+
+    seen = []
+    fit_cle = cle.fit_cle
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["complement_how"], kwargs["complement_given"] is not None))
+        return fit_cle(*args, **kwargs)
+
+    monkeypatch.setattr(cle, "fit_cle", spy)
+    assert not semi.is_fully_paired
+    zero = DMH(8, random_state=0, complement="zero", **TINY).fit(semi)
+    assert seen and all(how == "zero" and not given for how, given in seen)
+    seen.clear()
+    lle = DMH(8, random_state=0, **TINY).fit(semi)
+    assert seen and all(how == "lle" and given for how, given in seen)
+    assert not np.array_equal(zero.codes_, lle.codes_)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_text_dim_below_d(toy_data):
     # d (8) above the text dimension (9)? use d=12 > 9 text dims: Q has orthonormal rows
     m = DMH(8, random_state=0, **{**TINY, "d": 12}).fit(toy_data.train())

@@ -425,7 +425,7 @@ class DMH(BaseHasher):
                              for Z, mask in zip(Zs, masks, strict=True)]
                 Zs = [None, None]
                 given = None
-                if self._opt("unpaired_complement") == "ridge" and not paired.all():
+                if self._opt("unpaired_complement") == "ridge" and self.complement == "lle" and not paired.all():
                     given = unpaired.ridge_complement(views, masks)
                 cle_t = {}
                 res = cle_mod.fit_cle(
