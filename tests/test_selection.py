@@ -162,6 +162,10 @@ def test_cli_tune(toy_data, tmp_path):
     assert main(["tune", *args]) == 0  # resumes: nothing to do
     assert len(json.loads(out.read_text())["records"]) == 1
     assert main(["tune", *args, "--param", "cvh.reg=0.5"]) == 2  # other --param values: refused
+    for bad in ('{"records": [3]}', '{"records": [{"key": "x"}]}', '{"records": [{"candidate": "{}"}]}'):
+        broken = tmp_path / "broken.json"
+        broken.write_text(bad)
+        assert main(["tune", *args[:-1], str(broken)]) == 2  # one error line, no traceback
     assert len(json.loads(out.read_text())["records"]) == 1
     assert main(["tune", str(path), "--grid", "cvh.bad", "--method", "cvh", "--out", str(out)]) == 2
     assert main(["tune", str(tmp_path / "missing.npz"), "--out", str(out)]) == 2

@@ -287,7 +287,7 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
     setting = ("data", "split", "method", "paired_ratio", "holdout")
     if keys:
         ours = json.loads(keys[0])
-        other = [r for r in records if any(json.loads(r["key"])[f] != ours[f] for f in setting)]
+        other = [r for r in records if any(json.loads(r["key"]).get(f) != ours[f] for f in setting)]
         if other:
             raise DataError(f"the tune results to resume hold {len(other)} fit(s) of another tune (other data, split, "
                             "method, paired ratio or held-out share): start a new --out")
@@ -397,6 +397,17 @@ def load_records(path) -> list[dict]:
     if not path.exists():
         return []
     try:
-        return list(json.loads(path.read_text())["records"])
+        records = list(json.loads(path.read_text())["records"])
+        for i, rec in enumerate(records):
+            missing = [f for f in _RECORD_FIELDS if not isinstance(rec, dict) or f not in rec]
+            if missing:
+                raise ValueError(f"record {i} lacks {missing}")
+            if "key" in rec and not isinstance(json.loads(rec["key"]), dict):
+                raise ValueError(f"record {i} has a malformed key")
+        return records
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{path} is not a tune results file ({exc})") from None
+
+
+#: what every record of a tune results file holds (its ``key`` too, from this dmh on)
+_RECORD_FIELDS = ("candidate", "params", "n_bits", "seed", "paired_ratio", "label_free")

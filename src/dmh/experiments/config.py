@@ -340,9 +340,12 @@ def resolve_config(
         wanted_runs = [str(r) for r in runs]
         labels = [run["label"] for run in cfg["runs"]]
         unknown = [r for r in wanted_runs if r not in labels]
-        if unknown or not wanted_runs:
-            raise ParameterError(f"--runs: experiment {cfg['name']!r} has no run labelled {unknown or wanted_runs}; "
-                                 f"its runs are {', '.join(dict.fromkeys(labels))}")
+        known = ", ".join(dict.fromkeys(labels))
+        if not wanted_runs:
+            raise ParameterError(f"--runs names no run; experiment {cfg['name']!r} has {known}")
+        if unknown:
+            raise ParameterError(f"--runs: experiment {cfg['name']!r} has no run labelled {unknown}; "
+                                 f"its runs are {known}")
         cfg["runs"] = [run for run in cfg["runs"] if run["label"] in wanted_runs]
     ran = config_extent(cfg)
     reduced = {k: {"config": full[k], "ran": ran[k]} for k in full if not set(full[k]) <= set(ran[k])}
