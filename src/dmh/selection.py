@@ -398,15 +398,17 @@ def load_records(path) -> list[dict]:
         return []
     try:
         records = list(json.loads(path.read_text())["records"])
-        for i, rec in enumerate(records):
-            missing = [f for f in _RECORD_FIELDS if not isinstance(rec, dict) or f not in rec]
-            if missing:
-                raise ValueError(f"record {i} lacks {missing}")
-            if "key" in rec and not isinstance(json.loads(rec["key"]), dict):
-                raise ValueError(f"record {i} has a malformed key")
-        return records
+        malformed = [i for i, rec in enumerate(records)
+                     if isinstance(rec, dict) and "key" in rec and not isinstance(json.loads(rec["key"]), dict)]
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{path} is not a tune results file ({exc})") from None
+    for i, rec in enumerate(records):
+        missing = [f for f in _RECORD_FIELDS if not isinstance(rec, dict) or f not in rec]
+        if missing:
+            raise DataError(f"{path} is not a tune results file (record {i} lacks {missing})")
+    if malformed:
+        raise DataError(f"{path} is not a tune results file (record {malformed[0]} has a malformed key)")
+    return records
 
 
 #: what every record of a tune results file holds (its ``key`` too, from this dmh on)
