@@ -135,11 +135,11 @@ def test_tune_resumes_only_fits_of_the_same_settings(toy_data, monkeypatch):
         tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2, records=keyless)
     # a changed preset value of DMH changes the key
     params = {"n_rounds": 1, "d": 4, "hidden_size": 8, "dam_epochs": 1}
-    from dmh.selection import fit_key
+    from dmh.selection import data_ident, fit_key
 
-    key = fit_key(toy_data, "dmh", params, 8, 0, 1.0, 0.2)
+    key = fit_key(data_ident(toy_data), "dmh", params, 8, 0, 1.0, 0.2)
     monkeypatch.setitem(dmh_module.PRESETS, "default", {**dmh_module.PRESETS["default"], "cle_scaling": "view"})
-    assert fit_key(toy_data, "dmh", params, 8, 0, 1.0, 0.2) != key
+    assert fit_key(data_ident(toy_data), "dmh", params, 8, 0, 1.0, 0.2) != key
 
 
 def test_tune_rejects_unknown_parameters(toy_data):

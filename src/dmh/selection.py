@@ -224,21 +224,28 @@ def candidate_key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def fit_key(data: CrossModalData, method: str, params: dict, n_bits: int, seed: int, paired_ratio: float,
-            holdout: float) -> str:
-    """Everything that determines one tune fit's result: the data (a hash of its arrays and its
-    split), the method with every parameter (defaults and preset values written out, see
-    :func:`dmh.evaluation.full_params`), bits, seed, paired ratio and held-out share. A resumed tune
-    reuses a finished fit only under an equal key."""
-    from .evaluation import _hash_arrays, full_params
+def data_ident(data: CrossModalData) -> dict:
+    """The data part of a tune fit's key: the hashes of :func:`dmh.evaluation.data_fingerprint`
+    (features, masks and labels; the split), computed once per tune."""
+    from .evaluation import data_fingerprint
 
-    ident = {
-        "data": _hash_arrays((data.image, data.text, data.image_mask, data.text_mask, data.labels)),
-        "split": _hash_arrays((data.train_idx, data.query_idx, data.database_idx)),
-        "method": method, "params": full_params(method, params), "n_bits": int(n_bits), "seed": int(seed),
+    fp = data_fingerprint(data, "")
+    return {"data": fp["sha256"], "split": fp["split"]}
+
+
+def fit_key(ident: dict, method: str, params: dict, n_bits: int, seed: int, paired_ratio: float,
+            holdout: float) -> str:
+    """Everything that determines one tune fit's result: the data (``ident``, from
+    :func:`data_ident`), the method with every parameter (defaults and preset values written out,
+    see :func:`dmh.evaluation.full_params`), bits, seed, paired ratio and held-out share. A resumed
+    tune reuses a finished fit only under an equal key."""
+    from .evaluation import full_params
+
+    key = {
+        **ident, "method": method, "params": full_params(method, params), "n_bits": int(n_bits), "seed": int(seed),
         "paired_ratio": float(paired_ratio), "holdout": float(holdout),
     }
-    return json.dumps(jsonable(ident), sort_keys=True, separators=(",", ":"))
+    return json.dumps(jsonable(key), sort_keys=True, separators=(",", ":"))
 
 
 def spearman(x, y) -> float | None:
@@ -279,7 +286,8 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
             raise ParameterError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(valid)}")
     records = list(records or [])
     cells = [(s, b, p) for s in seeds for b in bits for p in grid]
-    keys = [fit_key(data, method, {**fixed_params, **p}, b, s, paired_ratio, holdout) for s, b, p in cells]
+    ident = data_ident(data)
+    keys = [fit_key(ident, method, {**fixed_params, **p}, b, s, paired_ratio, holdout) for s, b, p in cells]
     done = {r.get("key") for r in records}
     if None in done:
         raise DataError("the tune results to resume hold fits without a key (written by an older dmh): "
