@@ -21,6 +21,7 @@ from dmh.data import label_matrix
 from dmh.diagnostics import _cosine, ranking_map
 from dmh.methods import cle as cle_mod
 from dmh.methods import gbe
+from dmh.methods.dmh import sparse_view
 from dmh.selection import code_health
 
 VARIANTS = {
@@ -34,6 +35,22 @@ VARIANTS = {
     "perplexity 30 + balance+decorrelation 0.1": dict(similarity="perplexity", perplexity=30.0, balance=0.1,
                                                       decorrelation=0.1),
 }
+# "perplexity 30 + dof A": Student t with A degrees of freedom; A = "c-1" (code length - 1, as van der
+# Maaten 2009 suggests for a c-dimensional embedding) or "c/16" or a number
+DOF_PREFIX = "perplexity 30 + dof "
+
+
+def _variant(name: str, bits: int) -> dict:
+    if name.startswith(DOF_PREFIX):
+        spec = name[len(DOF_PREFIX):]
+        dof = {"c-1": bits - 1.0, "c/16": bits / 16, "c/4": bits / 4}.get(spec)
+        return dict(similarity="perplexity", perplexity=30.0, kernel_dof=float(spec) if dof is None else dof)
+    if name not in VARIANTS and name.startswith("perplexity "):  # "perplexity N": any perplexity
+        return dict(similarity="perplexity", perplexity=float(name.split()[1]))
+    kw = dict(VARIANTS[name])
+    if kw.get("kernel_scale") == "bits":
+        kw["kernel_scale"] = bits / 16
+    return kw
 
 
 def _map_all(S, L):
@@ -48,6 +65,8 @@ def main(argv=None):
     ap.add_argument("--ratio", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--scaling", choices=("feature", "auto"), default="feature",
+                    help="CLE input: every feature standardised (the paper), or DMH's cle_scaling='auto'")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     data = load_dataset(args.data)
@@ -58,6 +77,9 @@ def main(argv=None):
     masks = [train.image_mask, train.text_mask]
     views = []
     for raw, mask in zip((train.image, train.text), masks, strict=True):
+        if args.scaling == "auto" and sparse_view(raw, mask):
+            views.append(cle_mod.scale_view(raw, mask))
+            continue
         mu, sd = raw[mask].mean(0), raw[mask].std(0)
         sd[sd < 1e-12] = 1
         views.append(cle_mod.scale_view((raw - mu) / sd, mask))
@@ -68,7 +90,7 @@ def main(argv=None):
                             complement_how="lle", q_method="procrustes", y_method="exact", w_reg=0.1,
                             neighbour_pool=30, rng=rng).Y
     L = label_matrix(train.labels)
-    res = {"data": args.data, "ratio": args.ratio, "seed": args.seed, "cle_seconds": time.perf_counter() - t0,
+    res = {"data": args.data, "ratio": args.ratio, "scaling": args.scaling, "seed": args.seed, "cle_seconds": time.perf_counter() - t0,
            "map_Y_cosine": _map_all(_cosine(Y, Y), L), "bits": {}}
     print(f"{args.data} ratio {args.ratio}: MAP of Y (cosine) {res['map_Y_cosine']:.3f}")
     for b in [int(x) for x in args.bits.split(",")]:
@@ -77,9 +99,7 @@ def main(argv=None):
         C0 = np.where(H0 > 0, 1.0, -1.0)
         row["random projections (no GBE)"] = {"map": _map_all(C0 @ C0.T, L), **code_health(C0)}
         for name in args.variants.split(","):
-            kw = dict(VARIANTS[name])
-            if kw.get("kernel_scale") == "bits":
-                kw["kernel_scale"] = b / 16
+            kw = _variant(name, b)
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -42,6 +42,21 @@ def test_gradient_equals_autograd_of_the_loss(kind, quantization):
     assert torch.allclose(grad, Hr.grad, atol=1e-12, rtol=1e-9)
 
 
+@pytest.mark.parametrize("dof,scale", [(3.0, 1.0), (15.0, 2.0), (0.5, 1.0)])
+def test_gradient_with_kernel_degrees_of_freedom_equals_autograd(dof, scale):
+    """Student t with ``dof`` degrees of freedom (a probe of docs/quality.md; 1 = the paper's)."""
+    Y, H, S = _setup(kind="clip")
+    P = _dense_p(Y, "clip")
+    Hr = H.clone().requires_grad_()
+    ref = gbe.gbe_loss_dense(Hr, P, gamma=0.3, kernel_dof=dof, kernel_scale=scale)
+    ref.backward()
+    loss, grad = gbe.gbe_loss_and_grad(H, S, gamma=0.3, chunk_size=7, kernel_dof=dof, kernel_scale=scale)
+    assert abs(loss - float(ref)) < 1e-10
+    assert torch.allclose(grad, Hr.grad, atol=1e-12, rtol=1e-9)
+    _, grad1 = gbe.gbe_loss_and_grad(H, S, gamma=0.3, chunk_size=7)
+    assert not torch.allclose(grad, grad1)
+
+
 def test_kl_part_is_eq26():
     Y, H, S = _setup()
     P = S.cache
@@ -188,7 +203,7 @@ def test_solver_argument_checked():
     Y = np.random.default_rng(0).normal(size=(20, 4))
     with pytest.raises(ValueError, match="gbe_solver"):
         gbe.fit_gbe(Y, 4, solver="fast")
-    for extra in (dict(kernel_scale=2.0), dict(balance=0.1), dict(decorrelation=0.1)):
+    for extra in (dict(kernel_scale=2.0), dict(balance=0.1), dict(decorrelation=0.1), dict(kernel_dof=4.0)):
         with pytest.raises(ValueError, match="gbe_solver='approx' supports kernel_scale 1"):
             gbe.fit_gbe(Y, 4, solver="approx", similarity="perplexity", perplexity=3.0, **extra)
 

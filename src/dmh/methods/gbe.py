@@ -38,7 +38,10 @@ Choices for ``S^Y`` when inner products are negative (Eq. 7 is then not a distri
 Options beyond the paper (all off by default, see docs/quality.md): ``kernel_scale`` ``s`` divides
 ``D_ij`` (``K = (1 + D/s)^-1``: a Hamming distance of ``s`` is what 1 bit is for ``s = 1``);
 ``balance`` adds ``beta * sum_k mean_i(hh_ik)^2`` (each bit splits the objects in half) and
-``decorrelation`` adds ``delta / c * ||Hh'Hh / n - I||_F^2`` (bits carry different information).
+``decorrelation`` adds ``delta / c * ||Hh'Hh / n - I||_F^2`` (bits carry different information);
+``kernel_dof`` ``a`` makes the kernel a Student t of ``a`` degrees of freedom,
+``(1 + D/(s a))^-((a+1)/2)`` (van der Maaten 2009 suggests ``a = c - 1`` for a c-dimensional
+embedding; a GBE-only probe, not a DMH option: docs/quality.md found no gain).
 
 Memory: ``S^Y`` is cached as a dense float32 n x n matrix when it fits in ``cache_bytes``;
 otherwise it is recomputed block by block from ``Y`` at every iteration. Everything else is
@@ -206,17 +209,22 @@ def sign_pm1(H: torch.Tensor) -> torch.Tensor:
 
 def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantization: str = "mean",
                       chunk_size: int = 1024, with_loss: bool = True, kernel_scale: float = 1.0,
-                      balance: float = 0.0, decorrelation: float = 0.0) -> tuple[float, torch.Tensor]:
+                      balance: float = 0.0, decorrelation: float = 0.0,
+                      kernel_dof: float = 1.0) -> tuple[float, torch.Tensor]:
     """Loss l2 and its exact gradient with respect to the relaxed codes ``H``, in one blockwise pass.
 
     With ``K_ij = (1 + D_ij)^-1`` and ``Z = sum_{i != j} K_ij``, the KL gradient (Eq. 26) is
     ``sum_j (P_ij - K_ij / Z) K_ij (h_i - h_j)``; its two parts ``sum_j P_ij K_ij (h_i - h_j)`` and
     ``sum_j K_ij^2 (h_i - h_j)`` are accumulated in the same pass as ``Z`` and combined at the end.
     ``with_loss=False`` skips the (logarithm-heavy) loss value and returns ``nan`` for it.
-    ``kernel_scale``, ``balance`` and ``decorrelation`` are the options of the module docstring
-    (the defaults 1, 0, 0 give the paper's loss).
+    ``kernel_scale``, ``balance``, ``decorrelation`` and ``kernel_dof`` are the options of the module
+    docstring (the defaults 1, 0, 0, 1 give the paper's loss). With ``a = kernel_dof`` degrees of
+    freedom, ``w_ij = (1 + D_ij / (s a))^-1`` and ``K_ij = w_ij^((a+1)/2)``; the gradient is
+    ``(a+1)/(2 a s) sum_j (P_ij - K_ij / Z) w_ij (h_i - h_j)`` (``K = w`` for ``a = 1``).
     """
     n = H.shape[0]
+    a = float(kernel_dof)
+    power = 0.5 * (a + 1.0)
     sq = (H * H).sum(1)
     Zq = 0.0
     cross = 0.0  # sum p log K
@@ -225,21 +233,23 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
     for s in range(0, n, chunk_size):
         e = min(s + chunk_size, n)
         # K = 1 / (1 + |h_i - h_j|^2 / 4), diagonal zero
-        K = torch.addmm(sq[None, :], H[s:e], H.T, beta=1.0, alpha=-2.0)
-        K.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25 / kernel_scale).add_(1.0).reciprocal_()
+        W = torch.addmm(sq[None, :], H[s:e], H.T, beta=1.0, alpha=-2.0)
+        W.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25 / (kernel_scale * a)).add_(1.0).reciprocal_()
         P = S.block(s, e)
         if with_loss:  # before the diagonal is zeroed (K_ii = 1 there, and P_ii = 0)
-            cross += float((P * torch.log(K)).sum(dtype=torch.float64))
-        idx = torch.arange(s, e, device=K.device)
-        K[idx - s, idx] = 0.0
+            cross += power * float((P * torch.log(W)).sum(dtype=torch.float64))
+        idx = torch.arange(s, e, device=W.device)
+        W[idx - s, idx] = 0.0
+        K = W if a == 1.0 else W.pow(power)
         Zq += float(K.sum(dtype=torch.float64))
-        A = P * K
+        A = P * W
         g_att[s:e] = A.sum(1, keepdim=True) * H[s:e] - A @ H
-        K.mul_(K)
+        K.mul_(W)  # K w (for a = 1: w^2, in place)
         g_rep[s:e] = K.sum(1, keepdim=True) * H[s:e] - K @ H
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
-    if kernel_scale != 1.0:
-        grad.mul_(1.0 / kernel_scale)
+    factor = power / (a * kernel_scale)
+    if factor != 1.0:
+        grad.mul_(factor)
     extra = 0.0
     if balance:
         mu = H.mean(0)
@@ -260,11 +270,12 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
 
 
 def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization: str = "mean",
-                   kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0) -> torch.Tensor:
+                   kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
+                   kernel_dof: float = 1.0) -> torch.Tensor:
     """Reference loss in plain dense torch (for tests: autograd of this = the blockwise gradient)."""
     n, c = H.shape
-    D = 0.25 / kernel_scale * torch.cdist(H, H) ** 2
-    K = 1.0 / (1.0 + D)
+    D = 0.25 / (kernel_scale * kernel_dof) * torch.cdist(H, H) ** 2
+    K = (1.0 + D) ** (-0.5 * (kernel_dof + 1.0))
     off = ~torch.eye(n, dtype=torch.bool)
     Q = K[off] / K[off].sum()
     p = P[off]
@@ -515,7 +526,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
             n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
             kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
-            object_weights: np.ndarray | None = None) -> GBEResult:
+            object_weights: np.ndarray | None = None, kernel_dof: float = 1.0) -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
@@ -538,12 +549,14 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     """
     if solver not in ("auto", "exact", "approx"):
         raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
-    plain_loss = kernel_scale == 1.0 and not balance and not decorrelation and object_weights is None
+    plain_loss = (kernel_scale == 1.0 and kernel_dof == 1.0 and not balance and not decorrelation
+                  and object_weights is None)
     if solver == "auto":
         solver = "approx" if Y.shape[0] >= APPROX_MIN_N and plain_loss else "exact"
     if solver == "approx" and not plain_loss:
         raise ParameterError("gbe_solver='approx' supports kernel_scale 1 without balance or decorrelation "
-                             "terms or object weights only; use gbe_solver='exact' with these options")
+                             "terms or object weights (and kernel_dof 1) only; use gbe_solver='exact' with "
+                             "these options")
     t0 = time.perf_counter()
     rng = np.random.default_rng(rng)
     Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=dtype).to(device)
@@ -572,7 +585,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             if solver == "exact":
                 loss, grad = gbe_loss_and_grad(H.detach(), S, gamma, quantization, chunk_size, with_loss=check,
                                                kernel_scale=kernel_scale, balance=balance,
-                                               decorrelation=decorrelation)
+                                               decorrelation=decorrelation, kernel_dof=kernel_dof)
             else:
                 if check:
                     loss, _ = gbe_loss_and_grad_sampled(H.detach(), S, J_eval, gamma, quantization, chunk_size)
