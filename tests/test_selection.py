@@ -147,7 +147,7 @@ def test_tune_rejects_unknown_parameters(toy_data):
         tune(toy_data, "cvh", [{"nope": 1}], [8], [0])
 
 
-def test_cli_tune(toy_data, tmp_path):
+def test_cli_tune(toy_data, tmp_path, capsys):
     from dmh import save_data
     from dmh.cli import main
 
@@ -159,8 +159,14 @@ def test_cli_tune(toy_data, tmp_path):
     assert main(["tune", *args]) == 0
     payload = json.loads(out.read_text())
     assert len(payload["records"]) == 1 and payload["chosen"]["params"] == {}
+    capsys.readouterr()
     assert main(["tune", *args]) == 0  # resumes: nothing to do
+    assert "Resuming: 1 of 1 fit(s)" in capsys.readouterr().out
     assert len(json.loads(out.read_text())["records"]) == 1
+    other = [a if a != "0.2" else "0.3" for a in args]  # another held-out share: refused, nothing said resumed
+    assert main(["tune", *other]) == 2
+    said = capsys.readouterr()
+    assert "Resuming" not in said.out and "another tune" in said.err
     assert main(["tune", *args, "--param", "cvh.reg=0.5"]) == 2  # other --param values: refused
     for bad in ('{"records": [3]}', '{"records": [{"key": "x"}]}', '{"records": [{"candidate": "{}"}]}'):
         broken = tmp_path / "broken.json"

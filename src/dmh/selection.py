@@ -262,11 +262,13 @@ def spearman(x, y) -> float | None:
 def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence[int], seeds: Sequence[int],
          *, paired_ratio: float = 1.0, holdout: float = 0.15, fixed_params: dict | None = None,
          test_map: bool = False, records: list | None = None, on_record: Callable[[dict], None] | None = None,
-         progress: bool = False) -> list[dict]:
+         on_resume: Callable[[int, int], None] | None = None, progress: bool = False) -> list[dict]:
     """Fit every candidate (grid x bits x seeds) on the training set minus held-out pairs and score
     it without labels (:func:`score_model`). ``records`` are finished results (resuming: their cells
     are skipped). With ``test_map`` the MAP on the data's query/database split is also recorded, to
-    *validate* the criterion and for reports; :func:`choose` never reads it.
+    *validate* the criterion and for reports; :func:`choose` never reads it. ``on_resume(reused,
+    planned)`` is called once the finished records have been checked against this run's settings
+    (a mismatch raises :class:`DataError` before it), when some are reused.
 
     ``data`` needs a training split (``train_idx``) or is used whole. For each seed, the training
     set is made semi-paired at ``paired_ratio`` (:func:`dmh.make_semi_paired`) and then the held-out
@@ -311,7 +313,10 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
     train_full = data.train() if data.train_idx is not None else data
     if test_map:
         query, database = data.query(), data.database()
+    n_planned = len(cells)
     cells = [(c, k) for c, k in zip(cells, keys, strict=True) if k not in done]
+    if on_resume is not None and n_planned > len(cells):
+        on_resume(n_planned - len(cells), n_planned)
     bar = None
     if progress:
         from tqdm.auto import tqdm

@@ -66,7 +66,6 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
         if before != jsonable(fixed):
             raise DataError(f"{out} holds a tune with other --param values ({before}, now {jsonable(fixed)}): "
                             "start a new --out")
-        click.echo(f"Resuming: {len(records)} finished fit(s) in {out}")
     config = {"data": str(data), "method": method, "grid": grid, "fixed": fixed, "bits": bit_list,
               "seeds": seed_list, "paired_ratio": paired_ratio, "holdout": holdout}
 
@@ -89,7 +88,8 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
         click.echo(line)
 
     run_tune(dataset, method, candidates, bit_list, seed_list, paired_ratio=paired_ratio, holdout=holdout,
-             fixed_params=fixed, test_map=test_map, records=list(records), on_record=on_record)
+             fixed_params=fixed, test_map=test_map, records=list(records), on_record=on_record,
+             on_resume=lambda reused, planned: click.echo(f"Resuming: {reused} of {planned} fit(s) already in {out}"))
     write(records)
     click.echo("candidate | bits | label-free score" + (" | test MAP (not used to choose)" if test_map else ""))
     for row in summarize(records):
