@@ -182,3 +182,29 @@ def test_holdout_needs_pairs():
                           text=np.random.default_rng(1).normal(size=(30, 3)))
     fit, held = holdout_pairs(data, 0.2)
     assert held.n == 15  # at least min_count=50, at most half of the 30 pairs
+
+
+def test_neighbourhood_relevance_and_scores():
+    """Objects alike in both views count as relevant beside the partner; codes that keep such
+    groups together score above random codes, and a perfect class code above the partner's MRR."""
+    from dmh.selection import neighbourhood_relevance, neighbourhood_scores
+
+    rng = np.random.default_rng(0)
+    m = 120
+    cls = rng.integers(0, 4, m)
+    centres = rng.normal(size=(4, 12))
+    image = centres[cls] + 0.4 * rng.normal(size=(m, 12))
+    text = centres[cls] @ rng.normal(size=(12, 25)) + 0.8 * rng.normal(size=(m, 25))
+    R = neighbourhood_relevance(image, text, k=8)
+    assert R.shape == (m, m) and R.diagonal().all()
+    others = R & ~np.eye(m, dtype=bool)
+    assert others.sum() > m  # more than the partners
+    assert (others & (cls[:, None] == cls[None, :])).sum() / others.sum() > 0.95
+    # only one view alike: not relevant
+    R_img_only = neighbourhood_relevance(image, rng.normal(size=(m, 25)), k=8)
+    assert (R_img_only & ~np.eye(m, dtype=bool)).sum() < others.sum() / 3
+    codes = np.sign(rng.normal(size=(4, 16)))[cls]
+    good = neighbourhood_scores(codes, codes, R)
+    rand = neighbourhood_scores(np.sign(rng.normal(size=(m, 16))), np.sign(rng.normal(size=(m, 16))), R)
+    assert good["map"] > 2 * rand["map"] and good["mean_relevant"] == R.sum(1).mean()
+    assert set(good) >= {"image->text", "text->image", "map", "k"}

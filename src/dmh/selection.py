@@ -138,6 +138,59 @@ def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS
     return out
 
 
+#: neighbours per view that :func:`neighbourhood_relevance` intersects
+NEIGHBOURHOOD_K = 10
+
+
+def _cosine_knn(X: np.ndarray, k: int) -> np.ndarray:
+    """Boolean (m, m): True where column j is among row i's ``k`` nearest other rows by cosine of the
+    centred features (ties by index)."""
+    Z = np.asarray(X, dtype=np.float64)
+    Z = Z - Z.mean(0)
+    norms = np.linalg.norm(Z, axis=1)
+    Z = Z / np.where(norms > 0, norms, 1.0)[:, None]
+    S = Z @ Z.T
+    np.fill_diagonal(S, -np.inf)
+    m = S.shape[0]
+    k = int(min(k, m - 1))
+    order = np.lexsort((np.broadcast_to(np.arange(m), S.shape), -S), axis=1)[:, :k]
+    out = np.zeros((m, m), dtype=bool)
+    np.put_along_axis(out, order, True, axis=1)
+    return out
+
+
+def neighbourhood_relevance(image, text, k: int = NEIGHBOURHOOD_K) -> np.ndarray:
+    """Label-free relevance among held-out pairs (rows = objects): object ``j`` is relevant to ``i``
+    when it is its own partner (``j = i``) or among ``i``'s ``k`` nearest held-out objects in *both*
+    views (cosine of the centred raw features). Two objects whose images and whose texts are both
+    alike most likely show the same kind of thing; one view alone is not trusted (a SIFT histogram
+    or a short title is a poor judge of meaning on its own). Boolean (m, m)."""
+    R = _cosine_knn(image, k) & _cosine_knn(text, k)
+    np.fill_diagonal(R, True)
+    return R
+
+
+def neighbourhood_scores(image_codes, text_codes, relevance: np.ndarray) -> dict:
+    """Cross-modal retrieval among the held-out pairs judged by :func:`neighbourhood_relevance`
+    instead of the true partner alone: per direction the tie-aware MAP over the held-out objects
+    (expected AP under random order within Hamming ties), their mean (``map``) and the mean
+    number of relevant objects per query (``mean_relevant``, 1 = the partner only). Where pair
+    retrieval (MRR) rewards finding the very partner, this also rewards placing the objects that
+    both views call alike next to it: a category-level figure that needs no labels."""
+    from .metrics import average_precisions_tie_aware
+
+    R = np.asarray(relevance, dtype=bool)
+    eye = np.eye(R.shape[0], dtype=bool)
+    out = {"k": NEIGHBOURHOOD_K, "mean_relevant": float(R.sum(1).mean())}
+    maps = []
+    for name, q, d in (("image->text", image_codes, text_codes), ("text->image", text_codes, image_codes)):
+        v = float(average_precisions_tie_aware(q, d, R, eye).mean())
+        out[name] = v
+        maps.append(v)
+    out["map"] = float(np.mean(maps))
+    return out
+
+
 def code_health(codes) -> dict:
     """Label-free figures of a set of {-1,+1} codes (rows = objects): ``bit_balance`` (mean over bits
     of ``1 - |mean|``: 1 = every bit splits the objects in half, 0 = constant bits), ``max_imbalance``
@@ -169,11 +222,13 @@ def code_health(codes) -> dict:
 def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None) -> dict:
     """Label-free score of a fitted model: pair retrieval on the held-out pairs (``score`` = their
     mean MRR over both directions), and code health of the held-out codes of each modality (and of
-    the training objects' codes when ``train`` is given)."""
+    the training objects' codes when ``train`` is given), and the neighbourhood figure of
+    :func:`neighbourhood_scores` (reported beside the score, not used to choose)."""
     ci = model.encode(held.image, modality="image")
     ct = model.encode(held.text, modality="text")
     out = pair_retrieval_scores(ci, ct)
     out["score"] = out["mrr"]
+    out["neighbourhood"] = neighbourhood_scores(ci, ct, neighbourhood_relevance(held.image, held.text))
     out["health_image"] = code_health(ci)
     out["health_text"] = code_health(ct)
     if train is not None:
@@ -371,6 +426,8 @@ def summarize(records: Sequence[dict]) -> list[dict]:
     for (cand, b, p), rs in groups.items():
         row = {"candidate": cand, "params": rs[0]["params"], "n_bits": b, "paired_ratio": p,
                "n_seeds": len(rs), "score": float(np.mean([r["label_free"]["score"] for r in rs]))}
+        if all("neighbourhood" in r["label_free"] for r in rs):
+            row["neighbourhood_map"] = float(np.mean([r["label_free"]["neighbourhood"]["map"] for r in rs]))
         for key in ("bit_balance", "mean_abs_corr", "distinct"):
             row[key] = float(np.mean([(r["label_free"]["health_image"][key] + r["label_free"]["health_text"][key]) / 2
                                       for r in rs]))
@@ -401,7 +458,11 @@ def rank_correlations(records: Sequence[dict]) -> list[dict]:
     for key in sorted({(r["n_bits"], r["paired_ratio"]) for r in rows}):
         sel = [r for r in rows if (r["n_bits"], r["paired_ratio"]) == key and "test_map" in r]
         rho = spearman([r["score"] for r in sel], [r["test_map"] for r in sel])
-        out.append({"n_bits": key[0], "paired_ratio": key[1], "n_candidates": len(sel), "spearman": rho})
+        row = {"n_bits": key[0], "paired_ratio": key[1], "n_candidates": len(sel), "spearman": rho}
+        if sel and all("neighbourhood_map" in r for r in sel):
+            row["spearman_neighbourhood"] = spearman([r["neighbourhood_map"] for r in sel],
+                                                     [r["test_map"] for r in sel])
+        out.append(row)
     return out
 
 

@@ -82,6 +82,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
         write(records)
         lf = rec["label_free"]
         line = (f"{rec['candidate']} {rec['n_bits']} bits seed {rec['seed']}: score {lf['score']:.4f} "
+                f"(neighbourhood MAP {lf['neighbourhood']['map']:.4f}) "
                 f"(balance {lf['health_image']['bit_balance']:.2f}/{lf['health_text']['bit_balance']:.2f})")
         if "test_map" in rec:
             line += "  test MAP " + "/".join(f"{v:.3f}" for v in rec["test_map"].values())
@@ -100,6 +101,9 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     if test_map:
         for rc in rank_correlations(records):
             rho = "n/a" if rc["spearman"] is None else f"{rc['spearman']:.2f}"
-            click.echo(f"Spearman(label-free score, test MAP) at {rc['n_bits']} bits over "
-                       f"{rc['n_candidates']} candidates: {rho}")
+            line = (f"Spearman(label-free score, test MAP) at {rc['n_bits']} bits over "
+                    f"{rc['n_candidates']} candidates: {rho}")
+            if rc.get("spearman_neighbourhood") is not None:
+                line += f" (neighbourhood MAP: {rc['spearman_neighbourhood']:.2f})"
+            click.echo(line)
     click.echo(f"Wrote {out}")
