@@ -90,8 +90,8 @@ def main(argv=None):
                             complement_how="lle", q_method="procrustes", y_method="exact", w_reg=0.1,
                             neighbour_pool=30, rng=rng).Y
     L = label_matrix(train.labels)
-    res = {"data": args.data, "ratio": args.ratio, "scaling": args.scaling, "seed": args.seed, "cle_seconds": time.perf_counter() - t0,
-           "map_Y_cosine": _map_all(_cosine(Y, Y), L), "bits": {}}
+    res = {"data": args.data, "ratio": args.ratio, "scaling": args.scaling, "seed": args.seed,
+           "cle_seconds": time.perf_counter() - t0, "map_Y_cosine": _map_all(_cosine(Y, Y), L), "bits": {}}
     print(f"{args.data} ratio {args.ratio}: MAP of Y (cosine) {res['map_Y_cosine']:.3f}")
     for b in [int(x) for x in args.bits.split(",")]:
         row = {}
