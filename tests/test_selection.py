@@ -195,16 +195,19 @@ def test_neighbourhood_relevance_and_scores():
     centres = rng.normal(size=(4, 12))
     image = centres[cls] + 0.4 * rng.normal(size=(m, 12))
     text = centres[cls] @ rng.normal(size=(12, 25)) + 0.8 * rng.normal(size=(m, 25))
-    R = neighbourhood_relevance(image, text, k=8)
-    assert R.shape == (m, m) and R.diagonal().all()
+    R, k = neighbourhood_relevance(image, text, k=8)
+    assert R.shape == (m, m) and R.diagonal().all() and k == 8
     others = R & ~np.eye(m, dtype=bool)
     assert others.sum() > m  # more than the partners
     assert (others & (cls[:, None] == cls[None, :])).sum() / others.sum() > 0.95
     # only one view alike: not relevant
-    R_img_only = neighbourhood_relevance(image, rng.normal(size=(m, 25)), k=8)
+    R_img_only, _ = neighbourhood_relevance(image, rng.normal(size=(m, 25)), k=8)
     assert (R_img_only & ~np.eye(m, dtype=bool)).sum() < others.sum() / 3
     codes = np.sign(rng.normal(size=(4, 16)))[cls]
     good = neighbourhood_scores(codes, codes, R)
     rand = neighbourhood_scores(np.sign(rng.normal(size=(m, 16))), np.sign(rng.normal(size=(m, 16))), R)
     assert good["map"] > 2 * rand["map"] and good["mean_relevant"] == R.sum(1).mean()
     assert set(good) >= {"image->text", "text->image", "map", "k"}
+    # k=None widens the neighbourhoods until the objects average 3 neighbours alike in both views
+    R_auto, k_auto = neighbourhood_relevance(image, rng.normal(size=(m, 25)))
+    assert k_auto > 10 and ((R_auto.sum(1) - 1).mean() >= 3 or k_auto == m // 4)

@@ -138,8 +138,10 @@ def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS
     return out
 
 
-#: neighbours per view that :func:`neighbourhood_relevance` intersects
+#: neighbours per view that :func:`neighbourhood_relevance` intersects at first, the step by which it
+#: widens them, and the mean number of objects alike in both views it widens them to reach
 NEIGHBOURHOOD_K = 10
+NEIGHBOURHOOD_MIN_RELEVANT = 3.0
 
 
 def _cosine_knn(X: np.ndarray, k: int) -> np.ndarray:
@@ -159,18 +161,30 @@ def _cosine_knn(X: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def neighbourhood_relevance(image, text, k: int = NEIGHBOURHOOD_K) -> np.ndarray:
+def neighbourhood_relevance(image, text, k: int | None = None,
+                            min_relevant: float = NEIGHBOURHOOD_MIN_RELEVANT) -> tuple[np.ndarray, int]:
     """Label-free relevance among held-out pairs (rows = objects): object ``j`` is relevant to ``i``
     when it is its own partner (``j = i``) or among ``i``'s ``k`` nearest held-out objects in *both*
     views (cosine of the centred raw features). Two objects whose images and whose texts are both
     alike most likely show the same kind of thing; one view alone is not trusted (a SIFT histogram
-    or a short title is a poor judge of meaning on its own). Boolean (m, m)."""
-    R = _cosine_knn(image, k) & _cosine_knn(text, k)
+    or a short title is a poor judge of meaning on its own). Boolean (m, m).
+
+    ``k=None``: start at :data:`NEIGHBOURHOOD_K` and widen by as much until the objects have on
+    average ``min_relevant`` neighbours in both views (at most a quarter of the held-out objects):
+    where one view's neighbourhoods say little, the two agree rarely and a fixed k would leave the
+    partner alone. Returns the matrix and the k used."""
+    m = np.asarray(image).shape[0]
+    ks = [int(k)] if k is not None else list(range(NEIGHBOURHOOD_K, max(NEIGHBOURHOOD_K, m // 4) + 1,
+                                                    NEIGHBOURHOOD_K))
+    for kk in ks:
+        R = _cosine_knn(image, kk) & _cosine_knn(text, kk)
+        if R.sum(1).mean() >= min_relevant:
+            break
     np.fill_diagonal(R, True)
-    return R
+    return R, kk
 
 
-def neighbourhood_scores(image_codes, text_codes, relevance: np.ndarray) -> dict:
+def neighbourhood_scores(image_codes, text_codes, relevance: np.ndarray, k: int | None = None) -> dict:
     """Cross-modal retrieval among the held-out pairs judged by :func:`neighbourhood_relevance`
     instead of the true partner alone: per direction the tie-aware MAP over the held-out objects
     (expected AP under random order within Hamming ties), their mean (``map``) and the mean
@@ -181,7 +195,7 @@ def neighbourhood_scores(image_codes, text_codes, relevance: np.ndarray) -> dict
 
     R = np.asarray(relevance, dtype=bool)
     eye = np.eye(R.shape[0], dtype=bool)
-    out = {"k": NEIGHBOURHOOD_K, "mean_relevant": float(R.sum(1).mean())}
+    out = {"k": k, "mean_relevant": float(R.sum(1).mean())}
     maps = []
     for name, q, d in (("image->text", image_codes, text_codes), ("text->image", text_codes, image_codes)):
         v = float(average_precisions_tie_aware(q, d, R, eye).mean())
@@ -228,7 +242,7 @@ def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None) 
     ct = model.encode(held.text, modality="text")
     out = pair_retrieval_scores(ci, ct)
     out["score"] = out["mrr"]
-    out["neighbourhood"] = neighbourhood_scores(ci, ct, neighbourhood_relevance(held.image, held.text))
+    out["neighbourhood"] = neighbourhood_scores(ci, ct, *neighbourhood_relevance(held.image, held.text))
     out["health_image"] = code_health(ci)
     out["health_text"] = code_health(ct)
     if train is not None:
