@@ -185,29 +185,35 @@ def test_holdout_needs_pairs():
 
 
 def test_neighbourhood_relevance_and_scores():
-    """Objects alike in both views count as relevant beside the partner; codes that keep such
-    groups together score above random codes, and a perfect class code above the partner's MRR."""
-    from dmh.selection import neighbourhood_relevance, neighbourhood_scores
+    """Database objects alike to a held-out object in both views count as relevant; codes that keep
+    such groups together score above random codes."""
+    from dmh.selection import HeldOutPairs, neighbourhood_relevance, neighbourhood_scores
 
     rng = np.random.default_rng(0)
-    m = 120
-    cls = rng.integers(0, 4, m)
+    n, m = 400, 60
+    cls = rng.integers(0, 4, n + m)
     centres = rng.normal(size=(4, 12))
-    image = centres[cls] + 0.4 * rng.normal(size=(m, 12))
-    text = centres[cls] @ rng.normal(size=(12, 25)) + 0.8 * rng.normal(size=(m, 25))
-    R, k = neighbourhood_relevance(image, text, k=8)
-    assert R.shape == (m, m) and R.diagonal().all() and k == 8
-    others = R & ~np.eye(m, dtype=bool)
-    assert others.sum() > m  # more than the partners
-    assert (others & (cls[:, None] == cls[None, :])).sum() / others.sum() > 0.95
-    # only one view alike: not relevant
-    R_img_only, _ = neighbourhood_relevance(image, rng.normal(size=(m, 25)), k=8)
-    assert (R_img_only & ~np.eye(m, dtype=bool)).sum() < others.sum() / 3
-    codes = np.sign(rng.normal(size=(4, 16)))[cls]
-    good = neighbourhood_scores(codes, codes, R)
-    rand = neighbourhood_scores(np.sign(rng.normal(size=(m, 16))), np.sign(rng.normal(size=(m, 16))), R)
-    assert good["map"] > 2 * rand["map"] and good["mean_relevant"] == R.sum(1).mean()
-    assert set(good) >= {"image->text", "text->image", "map", "k"}
-    # k=None widens the neighbourhoods until the objects average 3 neighbours alike in both views
-    R_auto, k_auto = neighbourhood_relevance(image, rng.normal(size=(m, 25)))
-    assert k_auto > 10 and ((R_auto.sum(1) - 1).mean() >= 3 or k_auto == m // 4)
+    image = centres[cls] + 0.4 * rng.normal(size=(n + m, 12))
+    text = centres[cls] @ rng.normal(size=(12, 25)) + 0.8 * rng.normal(size=(n + m, 25))
+    R, k = neighbourhood_relevance(image[n:], text[n:], image[:n], text[:n])
+    assert R.shape == (m, n) and k <= 30 and R.sum(1).mean() >= 5
+    assert (R & (cls[n:, None] == cls[None, :n])).sum() / R.sum() > 0.95
+    # one view says nothing: the neighbourhoods widen, and fewer objects count as alike
+    noise = rng.normal(size=(n + m, 25))
+    R2, k2 = neighbourhood_relevance(image[n:], noise[n:], image[:n], noise[:n])
+    assert k2 > k
+
+    class Coder:
+        def __init__(self, codes):
+            self.codes = codes
+
+        def encode(self, X, modality):
+            rows = [int(np.flatnonzero((image if modality == "image" else text)[:, 0] == x0)[0]) for x0 in X[:, 0]]
+            return self.codes[rows]
+
+    train = CrossModalData(image=image[:n], text=text[:n])
+    held = HeldOutPairs(image=image[n:], text=text[n:], index=np.arange(n, n + m))
+    good = neighbourhood_scores(Coder(np.sign(rng.normal(size=(4, 16)))[cls]), held, train)
+    rand = neighbourhood_scores(Coder(np.sign(rng.normal(size=(n + m, 16)))), held, train)
+    assert good["map"] > 2 * rand["map"] and good["k"] == k and good["n_db"] == n
+    assert set(good) >= {"image->text", "text->image", "map", "mean_relevant"}

@@ -138,66 +138,75 @@ def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS
     return out
 
 
-#: neighbours per view that :func:`neighbourhood_relevance` intersects at first, the step by which it
-#: widens them, and the mean number of objects alike in both views it widens them to reach
-NEIGHBOURHOOD_K = 10
-NEIGHBOURHOOD_MIN_RELEVANT = 3.0
+#: :func:`neighbourhood_relevance`: the database objects it compares with at most, and the share of
+#: them by which it widens each view's neighbourhood (and the mean count of objects alike in both
+#: views it widens them to reach, as a share of the database)
+NEIGHBOURHOOD_MAX_DB = 5000
+NEIGHBOURHOOD_STEP = 0.02
+NEIGHBOURHOOD_TARGET = 0.01
 
 
-def _cosine_knn(X: np.ndarray, k: int) -> np.ndarray:
-    """Boolean (m, m): True where column j is among row i's ``k`` nearest other rows by cosine of the
-    centred features (ties by index)."""
-    Z = np.asarray(X, dtype=np.float64)
-    Z = Z - Z.mean(0)
-    norms = np.linalg.norm(Z, axis=1)
-    Z = Z / np.where(norms > 0, norms, 1.0)[:, None]
-    S = Z @ Z.T
-    np.fill_diagonal(S, -np.inf)
-    m = S.shape[0]
-    k = int(min(k, m - 1))
-    order = np.lexsort((np.broadcast_to(np.arange(m), S.shape), -S), axis=1)[:, :k]
-    out = np.zeros((m, m), dtype=bool)
+def _cosine(A: np.ndarray, B: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    A = np.asarray(A, dtype=np.float64) - centre
+    B = np.asarray(B, dtype=np.float64) - centre
+    A /= np.maximum(np.linalg.norm(A, axis=1), 1e-12)[:, None]
+    B /= np.maximum(np.linalg.norm(B, axis=1), 1e-12)[:, None]
+    return A @ B.T
+
+
+def _top_k(S: np.ndarray, k: int) -> np.ndarray:
+    """Boolean mask of each row's ``k`` largest entries (ties by column index)."""
+    n = S.shape[1]
+    order = np.lexsort((np.broadcast_to(np.arange(n), S.shape), -S), axis=1)[:, :k]
+    out = np.zeros(S.shape, dtype=bool)
     np.put_along_axis(out, order, True, axis=1)
     return out
 
 
-def neighbourhood_relevance(image, text, k: int | None = None,
-                            min_relevant: float = NEIGHBOURHOOD_MIN_RELEVANT) -> tuple[np.ndarray, int]:
-    """Label-free relevance among held-out pairs (rows = objects): object ``j`` is relevant to ``i``
-    when it is its own partner (``j = i``) or among ``i``'s ``k`` nearest held-out objects in *both*
-    views (cosine of the centred raw features). Two objects whose images and whose texts are both
-    alike most likely show the same kind of thing; one view alone is not trusted (a SIFT histogram
-    or a short title is a poor judge of meaning on its own). Boolean (m, m).
+def neighbourhood_relevance(query_image, query_text, db_image, db_text) -> tuple[np.ndarray, int]:
+    """Label-free relevance of database objects to held-out objects (both fully described): ``j``
+    is relevant to ``i`` when it is among ``i``'s ``k`` nearest database objects in *both* views
+    (cosine of the raw features, centred on the database). Two objects whose images and whose
+    texts are both alike most likely show the same kind of thing; one view alone is not trusted (a
+    SIFT histogram or a short title is a poor judge of meaning on its own). ``k`` starts at
+    :data:`NEIGHBOURHOOD_STEP` of the database (at least 10) and widens by as much until the
+    held-out objects average :data:`NEIGHBOURHOOD_TARGET` of it (at least 5) alike in both views,
+    at most a quarter of it: where one view's neighbourhoods say little, the two agree rarely.
+    Returns the boolean (n_query, n_db) matrix and the k used."""
+    n = np.asarray(db_image).shape[0]
+    Si = _cosine(query_image, db_image, np.asarray(db_image, dtype=np.float64).mean(0))
+    St = _cosine(query_text, db_text, np.asarray(db_text, dtype=np.float64).mean(0))
+    step = max(10, int(NEIGHBOURHOOD_STEP * n))
+    target = max(5.0, NEIGHBOURHOOD_TARGET * n)
+    k = min(step, n)
+    while True:
+        R = _top_k(Si, k) & _top_k(St, k)
+        if R.sum(1).mean() >= target or k + step > max(step, n // 4):
+            return R, k
+        k += step
 
-    ``k=None``: start at :data:`NEIGHBOURHOOD_K` and widen by as much until the objects have on
-    average ``min_relevant`` neighbours in both views (at most a quarter of the held-out objects):
-    where one view's neighbourhoods say little, the two agree rarely and a fixed k would leave the
-    partner alone. Returns the matrix and the k used."""
-    m = np.asarray(image).shape[0]
-    ks = [int(k)] if k is not None else list(range(NEIGHBOURHOOD_K, max(NEIGHBOURHOOD_K, m // 4) + 1,
-                                                    NEIGHBOURHOOD_K))
-    for kk in ks:
-        R = _cosine_knn(image, kk) & _cosine_knn(text, kk)
-        if R.sum(1).mean() >= min_relevant:
-            break
-    np.fill_diagonal(R, True)
-    return R, kk
 
-
-def neighbourhood_scores(image_codes, text_codes, relevance: np.ndarray, k: int | None = None) -> dict:
-    """Cross-modal retrieval among the held-out pairs judged by :func:`neighbourhood_relevance`
-    instead of the true partner alone: per direction the tie-aware MAP over the held-out objects
-    (expected AP under random order within Hamming ties), their mean (``map``) and the mean
-    number of relevant objects per query (``mean_relevant``, 1 = the partner only). Where pair
-    retrieval (MRR) rewards finding the very partner, this also rewards placing the objects that
-    both views call alike next to it: a category-level figure that needs no labels."""
+def neighbourhood_scores(model, held: HeldOutPairs, train: CrossModalData) -> dict:
+    """Retrieval from the held-out objects into the paired training objects (at most
+    :data:`NEIGHBOURHOOD_MAX_DB`, evenly spaced), judged by :func:`neighbourhood_relevance`: the
+    protocol of test MAP (queries against the training set as database) with relevance that needs
+    no labels. Per direction the tie-aware MAP (expected AP under random order within Hamming
+    ties), their mean (``map``), the k used and the mean number of relevant objects per query.
+    Where pair retrieval (MRR) rewards finding the very partner among the held-out objects, this
+    rewards placing the objects that both views call alike near each query."""
     from .metrics import average_precisions_tie_aware
 
-    R = np.asarray(relevance, dtype=bool)
-    eye = np.eye(R.shape[0], dtype=bool)
-    out = {"k": k, "mean_relevant": float(R.sum(1).mean())}
+    paired = np.flatnonzero(train.paired_mask)
+    if paired.size > NEIGHBOURHOOD_MAX_DB:
+        paired = paired[np.linspace(0, paired.size - 1, NEIGHBOURHOOD_MAX_DB).astype(int)]
+    db_image, db_text = train.image[paired], train.text[paired]
+    R, k = neighbourhood_relevance(held.image, held.text, db_image, db_text)
+    eye = np.eye(paired.size, dtype=bool)
+    qi, qt = model.encode(held.image, modality="image"), model.encode(held.text, modality="text")
+    di, dt = model.encode(db_image, modality="image"), model.encode(db_text, modality="text")
+    out = {"k": int(k), "n_db": int(paired.size), "mean_relevant": float(R.sum(1).mean())}
     maps = []
-    for name, q, d in (("image->text", image_codes, text_codes), ("text->image", text_codes, image_codes)):
+    for name, q, d in (("image->text", qi, dt), ("text->image", qt, di)):
         v = float(average_precisions_tie_aware(q, d, R, eye).mean())
         out[name] = v
         maps.append(v)
@@ -236,13 +245,14 @@ def code_health(codes) -> dict:
 def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None) -> dict:
     """Label-free score of a fitted model: pair retrieval on the held-out pairs (``score`` = their
     mean MRR over both directions), and code health of the held-out codes of each modality (and of
-    the training objects' codes when ``train`` is given), and the neighbourhood figure of
-    :func:`neighbourhood_scores` (reported beside the score, not used to choose)."""
+    the training objects' codes when ``train`` is given, with then the neighbourhood figure of
+    :func:`neighbourhood_scores`, reported beside the score, not used to choose)."""
     ci = model.encode(held.image, modality="image")
     ct = model.encode(held.text, modality="text")
     out = pair_retrieval_scores(ci, ct)
     out["score"] = out["mrr"]
-    out["neighbourhood"] = neighbourhood_scores(ci, ct, *neighbourhood_relevance(held.image, held.text))
+    if train is not None and train.paired_mask.sum() >= 2:
+        out["neighbourhood"] = neighbourhood_scores(model, held, train)
     out["health_image"] = code_health(ci)
     out["health_text"] = code_health(ct)
     if train is not None:

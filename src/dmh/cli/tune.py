@@ -81,8 +81,8 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
         records.append(rec)
         write(records)
         lf = rec["label_free"]
-        line = (f"{rec['candidate']} {rec['n_bits']} bits seed {rec['seed']}: score {lf['score']:.4f} "
-                f"(neighbourhood MAP {lf['neighbourhood']['map']:.4f}) "
+        nb = f"(neighbourhood MAP {lf['neighbourhood']['map']:.4f}) " if "neighbourhood" in lf else ""
+        line = (f"{rec['candidate']} {rec['n_bits']} bits seed {rec['seed']}: score {lf['score']:.4f} {nb}"
                 f"(balance {lf['health_image']['bit_balance']:.2f}/{lf['health_text']['bit_balance']:.2f})")
         if "test_map" in rec:
             line += "  test MAP " + "/".join(f"{v:.3f}" for v in rec["test_map"].values())
