@@ -1,0 +1,94 @@
+"""Do the label-free figures order candidate settings as test MAP does? Reads `dmh tune --test-map`
+files and compares, over the candidates of each file (means over its seeds) and over every pair of
+candidates within one seed, the held-out pair MRR (``score``) and the neighbourhood MAP
+(``label_free.neighbourhood.map``) with the mean test MAP of the two directions. Test MAP is read
+here only to validate the figures, never to choose.
+
+    python benchmarks/quality_score_check.py TUNE.json [TUNE.json ...] [--md OUT.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from dmh.selection import spearman
+
+FIGURES = (("MRR", lambda r: r["label_free"]["score"]),
+           ("neighbourhood", lambda r: r["label_free"].get("neighbourhood", {}).get("map")))
+
+
+def _mean_map(r) -> float:
+    return float(np.mean(list(r["test_map"].values())))
+
+
+def rows_of(path: Path) -> list[dict]:
+    doc = json.loads(path.read_text())
+    recs = [r for r in doc["records"] if "test_map" in r]
+    data = Path(doc["config"]["data"]).stem
+    out = []
+    for (bits, ratio), group in itertools.groupby(sorted(recs, key=lambda r: (r["n_bits"], r["paired_ratio"])),
+                                                  key=lambda r: (r["n_bits"], r["paired_ratio"])):
+        group = list(group)
+        cands = sorted({r["candidate"] for r in group})
+        seeds = sorted({r["seed"] for r in group})
+        row = {"data": data, "bits": bits, "ratio": ratio, "candidates": len(cands), "seeds": seeds,
+               "file": path.name}
+        by = {(r["candidate"], r["seed"]): r for r in group}
+        full = [c for c in cands if all((c, s) in by for s in seeds)]
+        mean_map = [np.mean([_mean_map(by[(c, s)]) for s in seeds]) for c in full]
+        row["best_map"] = max(mean_map) if mean_map else None
+        for name, fig in FIGURES:
+            vals = [[fig(by[(c, s)]) for s in seeds] for c in full]
+            if any(v is None for vs in vals for v in vs):
+                row[name] = None
+                continue
+            means = [float(np.mean(v)) for v in vals]
+            agree = total = 0
+            for s in seeds:
+                for a, b in itertools.combinations([c for c in cands if (c, s) in by], 2):
+                    fa, fb = fig(by[(a, s)]), fig(by[(b, s)])
+                    ma, mb = _mean_map(by[(a, s)]), _mean_map(by[(b, s)])
+                    if fa != fb and ma != mb:
+                        total += 1
+                        agree += (fa > fb) == (ma > mb)
+            chosen = int(np.argmax(means))
+            row[name] = {"spearman": spearman(means, mean_map), "pairs_agree": agree, "pairs": total,
+                         "chosen": full[chosen], "chosen_map": mean_map[chosen]}
+        out.append(row)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--md", default=None, help="also write the table here")
+    args = ap.parse_args(argv)
+    lines = ["| data | bits | paired | candidates | seeds | MRR: Spearman / pairs agreeing / MAP of its choice | "
+             "neighbourhood: Spearman / pairs agreeing / MAP of its choice | best MAP | file |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for f in args.files:
+        for r in rows_of(Path(f)):
+            cells = []
+            for name, _ in FIGURES:
+                v = r[name]
+                if v is None:
+                    cells.append("-")
+                    continue
+                rho = "n/a" if v["spearman"] is None else f"{v['spearman']:+.2f}"
+                cells.append(f"{rho} / {v['pairs_agree']} of {v['pairs']} / {v['chosen_map']:.3f}")
+            seeds = ",".join(str(s) for s in r["seeds"])
+            lines.append(f"| {r['data']} | {r['bits']} | {r['ratio']:g} | {r['candidates']} | {seeds} | {cells[0]} | "
+                         f"{cells[1]} | {r['best_map']:.3f} | `{r['file']}` |")
+    text = "\n".join(lines)
+    print(text)
+    if args.md:
+        Path(args.md).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
