@@ -40,13 +40,27 @@ VARIANTS = {
 DOF_PREFIX = "perplexity 30 + dof "
 
 
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise SystemExit(f"quality_gbe_probe.py: error: --variants: {what} must be a number, got {text!r}") from None
+    if not value > 0:
+        raise SystemExit(f"quality_gbe_probe.py: error: --variants: {what} must be positive, got {text!r}")
+    return value
+
+
 def _variant(name: str, bits: int) -> dict:
     if name.startswith(DOF_PREFIX):
         spec = name[len(DOF_PREFIX):]
         dof = {"c-1": bits - 1.0, "c/16": bits / 16, "c/4": bits / 4}.get(spec)
-        return dict(similarity="perplexity", perplexity=30.0, kernel_dof=float(spec) if dof is None else dof)
+        return dict(similarity="perplexity", perplexity=30.0,
+                    kernel_dof=_number(spec, "degrees of freedom") if dof is None else dof)
     if name not in VARIANTS and name.startswith("perplexity "):  # "perplexity N": any perplexity
-        return dict(similarity="perplexity", perplexity=float(name.split()[1]))
+        return dict(similarity="perplexity", perplexity=_number(name.split(maxsplit=1)[1], "perplexity"))
+    if name not in VARIANTS:
+        raise SystemExit(f"quality_gbe_probe.py: error: --variants: unknown variant {name!r}; known: "
+                         f"{', '.join(VARIANTS)}, 'perplexity N', '{DOF_PREFIX}A|c-1|c/4|c/16'")
     kw = dict(VARIANTS[name])
     if kw.get("kernel_scale") == "bits":
         kw["kernel_scale"] = bits / 16
@@ -69,6 +83,8 @@ def main(argv=None):
                     help="CLE input: every feature standardised (the paper), or DMH's cle_scaling='auto'")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    for name in args.variants.split(","):  # before the (long) work: a bad variant is one error line
+        _variant(name, 16)
     data = load_dataset(args.data)
     train = data.train()
     if args.ratio < 1:

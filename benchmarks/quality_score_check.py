@@ -68,6 +68,12 @@ def main(argv=None):
     ap.add_argument("files", nargs="+")
     ap.add_argument("--md", default=None, help="also write the table here")
     args = ap.parse_args(argv)
+    for f in args.files:
+        try:
+            doc = json.loads(Path(f).read_text())
+            doc["config"]["data"], doc["records"]  # noqa: B018 - a tune results file has both
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            ap.error(f"{f} is not a readable `dmh tune` results file ({exc})")
     lines = ["| data | bits | paired | candidates | seeds | MRR: Spearman / pairs agreeing / MAP of its choice | "
              "neighbourhood: Spearman / pairs agreeing / MAP of its choice | best MAP | file |",
              "|---|---|---|---|---|---|---|---|---|"]
