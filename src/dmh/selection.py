@@ -154,12 +154,15 @@ def _cosine(A: np.ndarray, B: np.ndarray, centre: np.ndarray) -> np.ndarray:
     return A @ B.T
 
 
-def _top_k(S: np.ndarray, k: int) -> np.ndarray:
-    """Boolean mask of each row's ``k`` largest entries (ties by column index)."""
-    n = S.shape[1]
-    order = np.lexsort((np.broadcast_to(np.arange(n), S.shape), -S), axis=1)[:, :k]
-    out = np.zeros(S.shape, dtype=bool)
-    np.put_along_axis(out, order, True, axis=1)
+def _ranked(S: np.ndarray) -> np.ndarray:
+    """Column indices of each row, largest entry first (ties by column index)."""
+    return np.lexsort((np.broadcast_to(np.arange(S.shape[1]), S.shape), -S), axis=1)
+
+
+def _top_k(order: np.ndarray, k: int) -> np.ndarray:
+    """Boolean mask of each row's first ``k`` columns in ``order`` (from :func:`_ranked`)."""
+    out = np.zeros(order.shape, dtype=bool)
+    np.put_along_axis(out, order[:, :k], True, axis=1)
     return out
 
 
@@ -174,13 +177,13 @@ def neighbourhood_relevance(query_image, query_text, db_image, db_text) -> tuple
     at most a quarter of it: where one view's neighbourhoods say little, the two agree rarely.
     Returns the boolean (n_query, n_db) matrix and the k used."""
     n = np.asarray(db_image).shape[0]
-    Si = _cosine(query_image, db_image, np.asarray(db_image, dtype=np.float64).mean(0))
-    St = _cosine(query_text, db_text, np.asarray(db_text, dtype=np.float64).mean(0))
+    oi = _ranked(_cosine(query_image, db_image, np.asarray(db_image, dtype=np.float64).mean(0)))
+    ot = _ranked(_cosine(query_text, db_text, np.asarray(db_text, dtype=np.float64).mean(0)))
     step = max(10, int(NEIGHBOURHOOD_STEP * n))
     target = max(5.0, NEIGHBOURHOOD_TARGET * n)
     k = min(step, n)
     while True:
-        R = _top_k(Si, k) & _top_k(St, k)
+        R = _top_k(oi, k) & _top_k(ot, k)
         if R.sum(1).mean() >= target or k + step > max(step, n // 4):
             return R, k
         k += step
