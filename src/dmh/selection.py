@@ -146,14 +146,6 @@ NEIGHBOURHOOD_STEP = 0.02
 NEIGHBOURHOOD_TARGET = 0.01
 
 
-def _cosine(A: np.ndarray, B: np.ndarray, centre: np.ndarray) -> np.ndarray:
-    A = np.asarray(A, dtype=np.float64) - centre
-    B = np.asarray(B, dtype=np.float64) - centre
-    A /= np.maximum(np.linalg.norm(A, axis=1), 1e-12)[:, None]
-    B /= np.maximum(np.linalg.norm(B, axis=1), 1e-12)[:, None]
-    return A @ B.T
-
-
 def _ranked(S: np.ndarray) -> np.ndarray:
     """Column indices of each row, largest entry first (ties by column index)."""
     return np.lexsort((np.broadcast_to(np.arange(S.shape[1]), S.shape), -S), axis=1)
@@ -177,8 +169,14 @@ def neighbourhood_relevance(query_image, query_text, db_image, db_text) -> tuple
     at most a quarter of it: where one view's neighbourhoods say little, the two agree rarely.
     Returns the boolean (n_query, n_db) matrix and the k used."""
     n = np.asarray(db_image).shape[0]
-    oi = _ranked(_cosine(query_image, db_image, np.asarray(db_image, dtype=np.float64).mean(0)))
-    ot = _ranked(_cosine(query_text, db_text, np.asarray(db_text, dtype=np.float64).mean(0)))
+    from .diagnostics import _cosine
+
+    def ranked_cosine(query, db):  # cosine of the features centred on the database
+        db = np.asarray(db, dtype=np.float64)
+        centre = db.mean(0)
+        return _ranked(_cosine(np.asarray(query, dtype=np.float64) - centre, db - centre))
+
+    oi, ot = ranked_cosine(query_image, db_image), ranked_cosine(query_text, db_text)
     step = max(10, int(NEIGHBOURHOOD_STEP * n))
     target = max(5.0, NEIGHBOURHOOD_TARGET * n)
     k = min(step, n)
