@@ -68,10 +68,15 @@ def polar(M: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- neighbours
 def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self: bool,
-         chunk: int = 2048) -> np.ndarray:
+         chunk: int = 2048, device: str = "cpu") -> np.ndarray:
     """Indices of the ``n_neighbors`` nearest rows of ``X_fit`` (Euclidean) for each query row,
     nearest first, ties by index; ``exclude_self`` drops the query itself (``X_query is X_fit``).
-    Exact brute force with a float32 matrix product per block of queries."""
+    Exact brute force with a float32 matrix product per block of queries; ``device`` other than
+    ``"cpu"`` runs the products on that torch device (:func:`dmh.methods.knn.knn_torch`)."""
+    if device != "cpu":
+        from .knn import knn_torch
+
+        return knn_torch(X_fit, X_query, n_neighbors, exclude_self=exclude_self, device=device)
     extra = 1 if exclude_self else 0
     kk = min(n_neighbors + extra, X_fit.shape[0])
     # each query row holds n float32 distances and n int64 partition indices: about 256 MiB per block
@@ -100,13 +105,13 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
     return idx
 
 
-def paired_neighbours(Z1p: np.ndarray, Z2p: np.ndarray, k: int, pool: int) -> np.ndarray:
+def paired_neighbours(Z1p: np.ndarray, Z2p: np.ndarray, k: int, pool: int, device: str = "cpu") -> np.ndarray:
     """k neighbours (indices into the paired set) of each paired object, from the intersection of
     its neighbours in both description spaces (see the module docstring for the fallback)."""
     n_m = Z1p.shape[0]
     pool = min(max(pool, k), n_m - 1)
-    A = _knn(Z1p, Z1p, pool, exclude_self=True)
-    B = _knn(Z2p, Z2p, pool, exclude_self=True)
+    A = _knn(Z1p, Z1p, pool, exclude_self=True, device=device)
+    B = _knn(Z2p, Z2p, pool, exclude_self=True, device=device)
     out = np.empty((n_m, k), dtype=np.int64)
     for i in range(n_m):
         r1 = {j: r for r, j in enumerate(A[i])}
@@ -117,9 +122,9 @@ def paired_neighbours(Z1p: np.ndarray, Z2p: np.ndarray, k: int, pool: int) -> np
     return out
 
 
-def unpaired_neighbours(Zq: np.ndarray, Zp: np.ndarray, k: int) -> np.ndarray:
+def unpaired_neighbours(Zq: np.ndarray, Zp: np.ndarray, k: int, device: str = "cpu") -> np.ndarray:
     """k nearest paired objects (indices into the paired set) of each unpaired object."""
-    return _knn(Zp, Zq, k, exclude_self=False)
+    return _knn(Zp, Zq, k, exclude_self=False, device=device)
 
 
 # ---------------------------------------------------------------------------------- W (Eq. 22)
@@ -351,8 +356,9 @@ class CLEResult:
     converged: bool = False
 
 
-def find_neighbours(Zs, masks, k: int, pool: int) -> np.ndarray:
-    """Global neighbour table (n x k) of every object; all neighbours are paired objects."""
+def find_neighbours(Zs, masks, k: int, pool: int, device: str = "cpu") -> np.ndarray:
+    """Global neighbour table (n x k) of every object; all neighbours are paired objects.
+    ``device``: where the distance products run (``"cpu"``: numpy; else a torch device)."""
     paired = masks[0] & masks[1]
     P = np.flatnonzero(paired)
     n_m = P.size
@@ -361,11 +367,11 @@ def find_neighbours(Zs, masks, k: int, pool: int) -> np.ndarray:
     k = min(k, n_m - 1)
     n = paired.size
     nbrs = np.empty((n, k), dtype=np.int64)
-    nbrs[P] = P[paired_neighbours(Zs[0][P], Zs[1][P], k, pool)]
+    nbrs[P] = P[paired_neighbours(Zs[0][P], Zs[1][P], k, pool, device=device)]
     for v in (0, 1):
         only = np.flatnonzero(masks[v] & ~paired)
         if only.size:
-            nbrs[only] = P[unpaired_neighbours(Zs[v][only], Zs[v][P], k)]
+            nbrs[only] = P[unpaired_neighbours(Zs[v][only], Zs[v][P], k, device=device)]
     return nbrs
 
 
@@ -374,7 +380,8 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
             q_method: str = "procrustes", y_method: str = "exact", w_reg: float = 0.1,
             neighbour_pool: int = 30, rng: np.random.Generator | None = None,
             Y_init: np.ndarray | None = None, nbrs: np.ndarray | None = None,
-            timings: dict | None = None, dtype=np.float64, complement_given=None) -> CLEResult:
+            timings: dict | None = None, dtype=np.float64, complement_given=None,
+            device: str = "cpu") -> CLEResult:
     """Algorithm 1. ``Zs``: the two description matrices (n x d_v; missing rows are ignored),
     ``masks``: their observed masks. Returns Y and the fitted state with the objective history.
     ``complement_given``, when given, holds one (n x d_v) array (or ``None``) per view: its rows
@@ -387,12 +394,14 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     in float32 too, see :func:`scale_view`) in single precision, halving CLE's memory for large n;
     sums and the small d_v x d / d x d matrices (Q, ``Zbar'Y``, ``Y'Y``) stay in float64 and the
     Y-update's conjugate gradients stop at relative residual :data:`LOWP_CG_TOL` (float32 cannot
-    reach the default 1e-8). ``np.float64`` (default) is the reference path, unchanged."""
+    reach the default 1e-8). ``np.float64`` (default) is the reference path, unchanged.
+    ``device`` (a torch device name) runs the neighbour search's distance products there (exact
+    either way; the rest of CLE stays on the CPU)."""
     rng = np.random.default_rng(rng)
     n = masks[0].size
     if nbrs is None:
         with _timed(timings, "neighbours"):
-            nbrs = find_neighbours(Zs, masks, k, neighbour_pool)
+            nbrs = find_neighbours(Zs, masks, k, neighbour_pool, device=device)
     k = nbrs.shape[1]
     # Algorithm 1 initialisation: random Y, uniform W, missing descriptions complemented with zeros
     Y = rng.standard_normal((n, d)) / np.sqrt(d) if Y_init is None else Y_init.copy()

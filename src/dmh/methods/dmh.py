@@ -433,7 +433,7 @@ class DMH(BaseHasher):
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
                     neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, dtype=cle_dtype,
-                    complement_given=given,
+                    complement_given=given, device=device,
                 )
                 t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y

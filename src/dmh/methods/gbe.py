@@ -88,9 +88,11 @@ def calibrated_conditionals(sq_dist: np.ndarray, perplexity: float, n_steps: int
     return Pc
 
 
-def perplexity_similarity(Y: np.ndarray, perplexity: float = 30.0, n_steps: int = 64):
+def perplexity_similarity(Y: np.ndarray, perplexity: float = 30.0, n_steps: int = 64, device: str = "cpu"):
     """t-SNE's joint P over the ``3 * perplexity`` nearest neighbours of each row of ``Y``
-    (Euclidean), as a symmetric scipy CSR matrix summing to 1 with a zero diagonal."""
+    (Euclidean), as a symmetric scipy CSR matrix summing to 1 with a zero diagonal.
+    ``device`` other than ``"cpu"``: the neighbour search runs on that torch device
+    (:func:`dmh.methods.knn.knn_torch`, float32 distances) instead of scikit-learn's."""
     import scipy.sparse as sp
     from sklearn.neighbors import NearestNeighbors
 
@@ -99,9 +101,14 @@ def perplexity_similarity(Y: np.ndarray, perplexity: float = 30.0, n_steps: int 
     if n < 3:
         raise DataError("similarity='perplexity' needs at least 3 objects")
     k = int(min(n - 1, max(1, round(3 * perplexity))))
-    dist, idx = NearestNeighbors(n_neighbors=k + 1).fit(Y).kneighbors(Y)
-    Pc = calibrated_conditionals(dist[:, 1:] ** 2, min(float(perplexity), k), n_steps)
-    idx = idx[:, 1:]
+    if device != "cpu":
+        from .knn import knn_torch
+
+        idx, sq = knn_torch(Y, Y, k, exclude_self=True, device=device, return_sq_dist=True)
+    else:
+        dist, idx = NearestNeighbors(n_neighbors=k + 1).fit(Y).kneighbors(Y)
+        sq, idx = dist[:, 1:] ** 2, idx[:, 1:]
+    Pc = calibrated_conditionals(sq, min(float(perplexity), k), n_steps)
     rows = np.repeat(np.arange(n), k)
     Pcond = sp.csr_matrix((Pc.ravel(), (rows, idx.ravel())), shape=(n, n))
     P = (Pcond + Pcond.T).tocsr()
@@ -128,7 +135,7 @@ class PairSimilarity:
         self.shift = 0.0
         self.sparse = None
         if kind == "perplexity":
-            self.sparse = perplexity_similarity(Y.detach().cpu().numpy(), perplexity)
+            self.sparse = perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type)
         if kind == "shift":
             m = math.inf
             for s, e in self._blocks():
@@ -342,7 +349,7 @@ class SampledSimilarity:
         """t-SNE's P (:func:`perplexity_similarity`): its nonzeros are the neighbours (a different
         number per row, kept as an edge list in CSR order), every other entry is zero."""
         Y = self.Y
-        P = perplexity_similarity(Y.detach().cpu().numpy(), perplexity)
+        P = perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type)
         P.sort_indices()
         n = self.n
         dev = Y.device

@@ -1,0 +1,67 @@
+"""The torch neighbour search used on a GPU (dmh.methods.knn) against the CPU references: run here
+on torch's CPU device, which executes the same code as on CUDA."""
+import numpy as np
+import pytest
+from sklearn.neighbors import NearestNeighbors
+
+from dmh.methods import cle, gbe
+from dmh.methods.knn import knn_torch
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("exclude_self", [True, False])
+def test_indices_match_the_numpy_search(exclude_self):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 7))
+    X[10] = X[11]  # a duplicate pair: each is the other's nearest, at distance 0
+    Q = X if exclude_self else rng.normal(size=(50, 7))
+    ref = cle._knn(X, Q, 6, exclude_self=exclude_self)
+    got = knn_torch(X, Q, 6, exclude_self=exclude_self, device="cpu", chunk=64)  # several blocks
+    # where the two copies tie at the last place either may be kept (both searches are exact)
+    tie = np.isin(ref[:, -1], [10, 11]) & (np.isin(ref, [10, 11]).sum(1) == 1)
+    np.testing.assert_array_equal(got[~tie], ref[~tie])
+    np.testing.assert_array_equal(got[tie][:, :-1], ref[tie][:, :-1])
+    assert np.isin(got[tie][:, -1], [10, 11]).all()
+    if exclude_self:
+        assert 10 not in got[10] and 11 in got[10]
+    # the same through cle's entry point
+    np.testing.assert_array_equal(cle._knn(X, Q, 6, exclude_self=exclude_self, device="cpu"), ref)
+
+
+def test_float64_distances_match_scikit_learn():
+    rng = np.random.default_rng(1)
+    Y = rng.normal(size=(400, 16)) + 3.0  # an offset makes float32 products lose digits
+    dist, ref = NearestNeighbors(n_neighbors=31).fit(Y).kneighbors(Y)
+    idx, sq = knn_torch(Y, Y, 30, exclude_self=True, device="cpu", return_sq_dist=True)
+    np.testing.assert_array_equal(idx, ref[:, 1:])
+    np.testing.assert_allclose(sq, dist[:, 1:] ** 2, rtol=1e-12)
+
+
+def test_perplexity_similarity_is_the_same_through_the_torch_search(monkeypatch):
+    Y = np.random.default_rng(2).normal(size=(250, 10))
+    ref = gbe.perplexity_similarity(Y, 10.0)
+    import dmh.methods.knn as knn_mod
+
+    calls = []
+    real = knn_mod.knn_torch
+
+    def on_cpu(*a, **kw):  # the GPU branch, run on torch's CPU device
+        calls.append(kw["device"])
+        return real(*a, **{**kw, "device": "cpu"})
+
+    monkeypatch.setattr(knn_mod, "knn_torch", on_cpu)
+    got = gbe.perplexity_similarity(Y, 10.0, device="cuda")
+    assert calls == ["cuda"]
+    np.testing.assert_array_equal(got.indices, ref.indices)
+    np.testing.assert_allclose(got.toarray(), ref.toarray(), rtol=1e-10, atol=1e-15)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cle_neighbours_on_cuda_match_the_cpu():
+    rng = np.random.default_rng(3)
+    Zs = [rng.normal(size=(500, 40)), rng.normal(size=(500, 30))]
+    masks = [np.ones(500, bool), np.ones(500, bool)]
+    masks[0][:100] = False  # text-only objects
+    np.testing.assert_array_equal(cle.find_neighbours(Zs, masks, 3, 10, device="cuda"),
+                                  cle.find_neighbours(Zs, masks, 3, 10))
