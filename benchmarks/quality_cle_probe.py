@@ -51,8 +51,8 @@ def _gbe_codes(Y, bits, P_extra, seed):
     """GBE (calibrated S^Y) on Y; with ``P_extra`` the P of Y is averaged with the views' P."""
     original = gbe.perplexity_similarity
     if P_extra:
-        def fused(Yn, p, n_steps=64):
-            return (original(Yn, p) + sum(P_extra)) / (1 + len(P_extra))
+        def fused(Yn, p, n_steps=64, device="cpu"):
+            return (original(Yn, p, n_steps, device=device) + sum(P_extra)) / (1 + len(P_extra))
         gbe.perplexity_similarity = fused
     try:
         g = gbe.fit_gbe(Y, bits, gamma=0.01, init="projection", max_iter=150, tol=1e-5, lr=0.05,
