@@ -1,0 +1,42 @@
+"""Smoke runs of benchmark scripts that reach into the package's internals (a change of an internal
+signature broke one of them once): each runs end to end on a tiny input."""
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(autouse=True)
+def _bench_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    yield
+    for name in ("quality_cle_probe", "gbe_sign_stability"):
+        sys.modules.pop(name, None)
+
+
+def test_cle_probe_with_the_fused_similarity(tmp_path, capsys):
+    import quality_cle_probe
+
+    out = tmp_path / "probe.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quality_cle_probe.main(["uci-digits", "--variants", "centre:16:3", "--gbe-bits", "8",
+                                "--similarity", "y,fused", "--out", str(out)])
+    row = json.loads(out.read_text())[0]["cle"]["centre:16:3"]
+    assert set(row["gbe"]) == {"y 8", "fused 8"}
+    assert all(0.0 < v <= 1.0 for v in row["gbe"].values())
+
+
+def test_gbe_sign_stability_reports_every_tenth_step(capsys):
+    import gbe_sign_stability
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gbe_sign_stability.main(["--n", "1200", "--bits", "8", "--steps", "20"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line[:2] in ("10", "20")]
+    assert [r.split(" | ")[0] for r in rows] == ["10", "20"]
+    assert rows[-1].split(" | ")[2] == "0.0000"  # the last snapshot is the final codes
