@@ -31,8 +31,13 @@ def test_cle_probe_with_the_fused_similarity(tmp_path, capsys):
     assert all(0.0 < v <= 1.0 for v in row["gbe"].values())
 
 
-def test_gbe_sign_stability_reports_every_tenth_step(capsys):
+def test_gbe_sign_stability_reports_every_tenth_step(capsys, monkeypatch):
     import gbe_sign_stability
+
+    import dmh
+
+    # the script sets the process's thread pools; a test must leave them as the session has them
+    monkeypatch.setattr(dmh, "set_threads", lambda n: None)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
