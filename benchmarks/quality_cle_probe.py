@@ -23,9 +23,9 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _data import load_or_exit
 from scipy import linalg
 
-from dmh import load_dataset
 from dmh._atomic import atomic_write_text
 from dmh.baselines.cca import cca_directions, select_cca_ridge
 from dmh.baselines.fitting import centre
@@ -71,7 +71,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    train = load_dataset(args.data).train()
+    train = load_or_exit(ap, args.data).train()
     L = label_matrix(train.labels)
     masks = [train.image_mask, train.text_mask]
     std = []

@@ -18,7 +18,9 @@ import time
 import warnings
 from pathlib import Path
 
-from dmh import DMH, load_dataset, make_semi_paired
+from _data import load_or_exit
+
+from dmh import DMH, make_semi_paired
 from dmh._atomic import atomic_write_text
 from dmh._json import jsonable
 from dmh.diagnostics import diagnose, format_report
@@ -44,7 +46,7 @@ def main(argv=None):
         except (ValueError, SyntaxError):
             pass
         params[k] = v
-    data = load_dataset(args.data)
+    data = load_or_exit(ap, args.data)
     train = data.train()
     if args.ratio < 1.0:
         train = make_semi_paired(train, args.ratio, random_state=args.seed)

@@ -14,8 +14,9 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _data import load_or_exit
 
-from dmh import load_dataset, make_semi_paired
+from dmh import make_semi_paired
 from dmh._atomic import atomic_write_text
 from dmh.data import label_matrix
 from dmh.diagnostics import _cosine, ranking_map
@@ -85,7 +86,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     for name in args.variants.split(","):  # before the (long) work: a bad variant is one error line
         _variant(name, 16)
-    data = load_dataset(args.data)
+    data = load_or_exit(ap, args.data)
     train = data.train()
     if args.ratio < 1:
         train = make_semi_paired(train, args.ratio, random_state=args.seed)

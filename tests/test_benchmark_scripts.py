@@ -45,3 +45,14 @@ def test_gbe_sign_stability_reports_every_tenth_step(capsys, monkeypatch):
     rows = [line for line in capsys.readouterr().out.splitlines() if line[:2] in ("10", "20")]
     assert [r.split(" | ")[0] for r in rows] == ["10", "20"]
     assert rows[-1].split(" | ")[2] == "0.0000"  # the last snapshot is the final codes
+
+
+@pytest.mark.parametrize("script", ["quality_cle_probe", "quality_diagnose", "quality_gbe_probe"])
+def test_a_missing_data_file_is_one_error_line(script, tmp_path, capsys):
+    module = __import__(script)
+    with pytest.raises(SystemExit) as exc:
+        module.main([str(tmp_path / "missing.mat"), "--out", str(tmp_path / "out.json")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "missing.mat" in err[-1] and "Traceback" not in "\n".join(err)
+    sys.modules.pop(script, None)
