@@ -202,7 +202,7 @@ def neighbourhood_scores(model, held: HeldOutPairs, train: CrossModalData) -> di
         paired = paired[np.linspace(0, paired.size - 1, NEIGHBOURHOOD_MAX_DB).astype(int)]
     db_image, db_text = train.image[paired], train.text[paired]
     R, k = neighbourhood_relevance(held.image, held.text, db_image, db_text)
-    eye = np.eye(paired.size, dtype=bool)
+    eye = np.eye(paired.size, dtype=bool)  # one-hot "labels" of the database: relevance is then R itself
     qi, qt = model.encode(held.image, modality="image"), model.encode(held.text, modality="text")
     di, dt = model.encode(db_image, modality="image"), model.encode(db_text, modality="text")
     out = {"k": int(k), "n_db": int(paired.size), "mean_relevant": float(R.sum(1).mean())}

@@ -65,3 +65,13 @@ def test_cle_neighbours_on_cuda_match_the_cpu():
     masks[0][:100] = False  # text-only objects
     np.testing.assert_array_equal(cle.find_neighbours(Zs, masks, 3, 10, device="cuda"),
                                   cle.find_neighbours(Zs, masks, 3, 10))
+
+
+def test_drop_self_removes_the_query_or_else_the_last_entry():
+    from dmh.methods.knn import drop_self
+
+    idx = np.array([[0, 5, 6], [7, 1, 8], [3, 4, 9]])  # rows 0 and 1 hold themselves, row 2 does not
+    dist = np.arange(9.0).reshape(3, 3)
+    got, d = drop_self(idx, dist)
+    np.testing.assert_array_equal(got, [[5, 6], [7, 8], [3, 4]])
+    np.testing.assert_array_equal(d, [[1, 2], [3, 5], [6, 7]])

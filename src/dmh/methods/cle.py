@@ -51,6 +51,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from ..errors import DataError, ParameterError
+from .knn import drop_self, knn_torch, rank_candidates
 
 
 def polar(M: np.ndarray) -> np.ndarray:
@@ -74,8 +75,6 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
     Exact brute force with a float32 matrix product per block of queries; ``device`` other than
     ``"cpu"`` runs the products on that torch device (:func:`dmh.methods.knn.knn_torch`)."""
     if device != "cpu":
-        from .knn import knn_torch
-
         return knn_torch(X_fit, X_query, n_neighbors, exclude_self=exclude_self, device=device)
     extra = 1 if exclude_self else 0
     kk = min(n_neighbors + extra, X_fit.shape[0])
@@ -91,18 +90,8 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
             part = np.argpartition(D, kk - 1, axis=1)[:, :kk]
         else:
             part = np.tile(np.arange(kk), (Qc.shape[0], 1))
-        dp = np.take_along_axis(D, part, axis=1)
-        order = np.lexsort((part, dp), axis=1)  # by distance, then by index: deterministic
-        idx[s : s + Qc.shape[0]] = np.take_along_axis(part, order, axis=1)
-    if exclude_self:
-        rows = np.arange(X_query.shape[0])[:, None]
-        # drop the query itself wherever it appears (duplicates may put it at any position)
-        keep = idx != rows
-        out = np.empty((idx.shape[0], idx.shape[1] - 1), dtype=np.int64)
-        for i in range(idx.shape[0]):
-            out[i] = idx[i][keep[i]][: idx.shape[1] - 1]
-        return out
-    return idx
+        idx[s : s + Qc.shape[0]] = rank_candidates(part, np.take_along_axis(D, part, axis=1), kk)[0]
+    return drop_self(idx) if exclude_self else idx
 
 
 def paired_neighbours(Z1p: np.ndarray, Z2p: np.ndarray, k: int, pool: int, device: str = "cpu") -> np.ndarray:

@@ -9,6 +9,25 @@ from __future__ import annotations
 
 import numpy as np
 
+
+def rank_candidates(part: np.ndarray, dist: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's candidate indices ``part`` and their distances, sorted by distance then index
+    (deterministic) and cut to the first ``k``."""
+    order = np.lexsort((part, dist), axis=1)[:, :k]
+    return np.take_along_axis(part, order, axis=1), np.take_along_axis(dist, order, axis=1)
+
+
+def drop_self(idx: np.ndarray, *others: np.ndarray):
+    """Drop each query's own index from its row of ``idx`` (query ``i`` is row ``i``; a duplicate
+    may put it anywhere); a row without it (duplicates crowded it out) drops its last entry. The
+    same positions are dropped from each array of ``others``. Returns ``idx`` (and ``others``)."""
+    keep = idx != np.arange(idx.shape[0])[:, None]
+    keep[keep.all(1), -1] = False
+    shape = (idx.shape[0], idx.shape[1] - 1)
+    out = [a[keep].reshape(shape) for a in (idx, *others)]
+    return out[0] if not others else tuple(out)
+
+
 #: extra candidates shortlisted by the float32 products when float64 distances are asked for
 MARGIN = 8
 
@@ -44,19 +63,10 @@ def knn_torch(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, *, exclu
             q64 = torch.as_tensor(np.asarray(X_query[s : s + chunk], dtype=np.float64), device=device)
             vals = torch.cat([((q64[a : a + 256, None, :] - F64[part[a : a + 256]]) ** 2).sum(-1)
                               for a in range(0, q64.shape[0], 256)])
-        dp = vals.double().cpu().numpy()
-        part = part.cpu().numpy()
-        order = np.lexsort((part, dp), axis=1)[:, :kk]  # by distance, then by index: deterministic
-        idx[s : s + Qc.shape[0]] = np.take_along_axis(part, order, axis=1)
+        part, dp = rank_candidates(part.cpu().numpy(), vals.double().cpu().numpy(), kk)
+        idx[s : s + Qc.shape[0]] = part
         if return_sq_dist:
-            dist[s : s + Qc.shape[0]] = np.take_along_axis(dp, order, axis=1)
+            dist[s : s + Qc.shape[0]] = dp
     if exclude_self:
-        rows = np.arange(idx.shape[0])[:, None]
-        keep = idx != rows
-        has_self = ~keep.all(1)
-        # rows whose own index was among the kk: drop it; the others (duplicates crowding it out) drop the last
-        keep[~has_self, -1] = False
-        idx = idx[keep].reshape(idx.shape[0], kk - 1)
-        if return_sq_dist:
-            dist = dist[keep].reshape(idx.shape[0], kk - 1)
+        return drop_self(idx, dist) if return_sq_dist else drop_self(idx)
     return (idx, dist) if return_sq_dist else idx
