@@ -187,14 +187,15 @@ def neighbourhood_relevance(query_image, query_text, db_image, db_text) -> tuple
         k += step
 
 
-def neighbourhood_scores(model, held: HeldOutPairs, train: CrossModalData) -> dict:
+def neighbourhood_scores(model, held: HeldOutPairs, train: CrossModalData, held_codes=None) -> dict:
     """Retrieval from the held-out objects into the paired training objects (at most
     :data:`NEIGHBOURHOOD_MAX_DB`, evenly spaced), judged by :func:`neighbourhood_relevance`: the
     protocol of test MAP (queries against the training set as database) with relevance that needs
     no labels. Per direction the tie-aware MAP (expected AP under random order within Hamming
     ties), their mean (``map``), the k used and the mean number of relevant objects per query.
     Where pair retrieval (MRR) rewards finding the very partner among the held-out objects, this
-    rewards placing the objects that both views call alike near each query."""
+    rewards placing the objects that both views call alike near each query. ``held_codes``: the
+    held-out objects' (image, text) codes when the caller has them already."""
     from .metrics import average_precisions_tie_aware
 
     paired = np.flatnonzero(train.paired_mask)
@@ -203,7 +204,9 @@ def neighbourhood_scores(model, held: HeldOutPairs, train: CrossModalData) -> di
     db_image, db_text = train.image[paired], train.text[paired]
     R, k = neighbourhood_relevance(held.image, held.text, db_image, db_text)
     eye = np.eye(paired.size, dtype=bool)  # one-hot "labels" of the database: relevance is then R itself
-    qi, qt = model.encode(held.image, modality="image"), model.encode(held.text, modality="text")
+    if held_codes is None:
+        held_codes = (model.encode(held.image, modality="image"), model.encode(held.text, modality="text"))
+    qi, qt = held_codes
     di, dt = model.encode(db_image, modality="image"), model.encode(db_text, modality="text")
     out = {"k": int(k), "n_db": int(paired.size), "mean_relevant": float(R.sum(1).mean())}
     maps = []
@@ -253,7 +256,7 @@ def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None) 
     out = pair_retrieval_scores(ci, ct)
     out["score"] = out["mrr"]
     if train is not None and train.paired_mask.sum() >= 2:
-        out["neighbourhood"] = neighbourhood_scores(model, held, train)
+        out["neighbourhood"] = neighbourhood_scores(model, held, train, held_codes=(ci, ct))
     out["health_image"] = code_health(ci)
     out["health_text"] = code_health(ct)
     if train is not None:
