@@ -128,6 +128,15 @@ def main(argv=None):
 
     from dmh import DMH, make_semi_paired
     from dmh._threads import resolve_threads
+    from dmh.errors import DmhError
+    from dmh.methods.dmh import resolve_device
+
+    try:  # before the (long) work: a device that is not there, or a bad --param, is one error line
+        resolve_device(args.device)
+        DMH(args.bits, n_rounds=args.rounds, random_state=args.seed, device=args.device, n_threads=args.threads,
+            **params)._check_params()
+    except (DmhError, TypeError) as exc:
+        ap.error(str(exc))
     if args.cpu_clock:
         time.perf_counter = time.process_time  # every stage timer of dmh reads time.perf_counter
     t0 = time.perf_counter()

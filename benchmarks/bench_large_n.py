@@ -112,7 +112,12 @@ def main(argv=None):
 
     if args.threads is not None:
         dmh.set_threads(args.threads)
-    device = resolve_device(args.device)
+    from dmh.errors import ParameterError
+
+    try:
+        device = resolve_device(args.device)
+    except ParameterError as exc:
+        ap.error(str(exc))
     result = {}
     if args.compare_n:
         seeds = [int(s) for s in args.seeds.split(",")]

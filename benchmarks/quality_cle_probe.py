@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _data import load_or_exit
+from _data import int_list, load_or_exit, results_file
 from scipy import linalg
 
 from dmh._atomic import atomic_write_text
@@ -62,6 +62,18 @@ def _gbe_codes(Y, bits, P_extra, seed):
     return g.codes.astype(np.float64)
 
 
+def _parse_variant(ap, spec: str) -> tuple[str, int, int]:
+    """``PRE:d:k`` checked before any work (see the module docstring)."""
+    parts = spec.split(":")
+    try:
+        pre, d, k = parts[0], int(parts[1]), int(parts[2])
+        if len(parts) != 3 or d < 1 or k < 1 or (pre not in ("none", "centre") and not float(pre) > 0):
+            raise ValueError
+    except (ValueError, IndexError):
+        ap.error(f"--variants: {spec!r} is not PRE:d:k (PRE none, centre or a positive ridge; d, k >= 1)")
+    return pre, d, k
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("data")
@@ -71,6 +83,12 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    bits = int_list(ap, args.gbe_bits, "--gbe-bits") if args.gbe_bits else []
+    variants = [_parse_variant(ap, spec) for spec in args.variants.split(",")]
+    sims = args.similarity.split(",")
+    if set(sims) - {"y", "fused"}:
+        ap.error(f"--similarity: each must be y or fused, got {args.similarity!r}")
+    allres = results_file(ap, args.out)
     train = load_or_exit(ap, args.data).train()
     L = label_matrix(train.labels)
     masks = [train.image_mask, train.text_mask]
@@ -98,11 +116,7 @@ def main(argv=None):
         Zc = Z - Z.mean(0)
         res["views"][name] = _map_all(_cosine(Zc, Zc), L)
     print(f"views alone (cosine): image {res['views']['image']:.4f}  text {res['views']['text']:.4f}")
-    bits = [int(b) for b in args.gbe_bits.split(",") if b]
-    sims = args.similarity.split(",")
-    for spec in args.variants.split(","):
-        pre, d, k = spec.split(":")
-        d, k = int(d), int(k)
+    for spec, (pre, d, k) in zip(args.variants.split(","), variants, strict=True):
         if pre == "none":
             Zs = std
         elif pre == "centre":
@@ -127,10 +141,8 @@ def main(argv=None):
         gtxt = "  ".join(f"GBE {key} bits {v:.4f}" for key, v in row["gbe"].items())
         print(f"CLE {spec:12s} MAP of Y {row['map_Y']:.4f}  ({row['cle_seconds']:.1f} s, top-64 joint variance "
               f"{top:.2f})  {gtxt}", flush=True)
-    out = Path(args.out)
-    allres = json.loads(out.read_text()) if out.exists() else []
     allres.append(res)
-    atomic_write_text(out, json.dumps(allres, indent=1))
+    atomic_write_text(Path(args.out), json.dumps(allres, indent=1))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
-from _data import load_or_exit
+from _data import int_list, load_or_exit, results_file
 
 from dmh import DMH, make_semi_paired
 from dmh._atomic import atomic_write_text
@@ -39,7 +39,11 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     params = {}
+    bits = int_list(ap, args.bits, "--bits")
+    results = results_file(ap, args.out)
     for item in args.param:
+        if "=" not in item:
+            ap.error(f"--param: expected KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         try:
             v = ast.literal_eval(v)
@@ -54,8 +58,7 @@ def main(argv=None):
     if args.paired_only:
         fit_data = fit_data.subset(fit_data.paired_mask.nonzero()[0])
     out_path = Path(args.out)
-    results = json.loads(out_path.read_text()) if out_path.exists() else []
-    for b in [int(x) for x in args.bits.split(",")]:
+    for b in bits:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

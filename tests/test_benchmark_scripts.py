@@ -56,3 +56,29 @@ def test_a_missing_data_file_is_one_error_line(script, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert "missing.mat" in err[-1] and "Traceback" not in "\n".join(err)
     sys.modules.pop(script, None)
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("quality_diagnose", ["--bits", "x"], "--bits: expected comma-separated whole numbers"),
+    ("quality_diagnose", ["--bits", "8", "--param", "nonsense"], "--param: expected KEY=VALUE"),
+    ("quality_cle_probe", ["--variants", "none:0:3"], "--variants: 'none:0:3' is not PRE:d:k"),
+    ("quality_cle_probe", ["--similarity", "z"], "--similarity: each must be y or fused"),
+])
+def test_bad_arguments_are_one_error_line_before_any_work(script, args, message, tmp_path, capsys):
+    module = __import__(script)
+    with pytest.raises(SystemExit) as exc:
+        module.main(["uci-digits", *args, "--out", str(tmp_path / "out.json")])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+    sys.modules.pop(script, None)
+
+
+def test_an_out_file_that_is_not_a_results_list_is_refused_and_kept(tmp_path, capsys):
+    import quality_diagnose
+
+    out = tmp_path / "notes.json"
+    out.write_text('{"mine": 1}')
+    with pytest.raises(SystemExit):
+        quality_diagnose.main(["uci-digits", "--bits", "8", "--out", str(out)])
+    assert "not a results file" in capsys.readouterr().err
+    assert out.read_text() == '{"mine": 1}'
