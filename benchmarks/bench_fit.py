@@ -95,6 +95,28 @@ def _value(text: str):
         return text
 
 
+def log_stages(t_start: float) -> None:
+    """Print each CLE, GBE and DAM call to stderr as it ends (wall seconds since ``t_start``), so a
+    fit stopped by a time limit still says how far it got and what each stage took."""
+    from dmh.methods import cle, dam, gbe
+
+    def wrap(module, name, label):
+        real = getattr(module, name)
+
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = real(*args, **kwargs)
+            now = time.perf_counter()
+            print(f"[{now - t_start:7.1f} s] {label} {now - t0:.1f} s", file=sys.stderr, flush=True)
+            return out
+
+        setattr(module, name, timed)
+
+    wrap(cle, "fit_cle", "CLE")
+    wrap(gbe, "fit_gbe", "GBE")
+    wrap(dam, "train_net", "DAM network")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10_000, help="training objects (default 10,000)")
@@ -140,6 +162,7 @@ def main(argv=None):
     if args.cpu_clock:
         time.perf_counter = time.process_time  # every stage timer of dmh reads time.perf_counter
     t0 = time.perf_counter()
+    log_stages(t0)
     data = synthetic(args.n)
     if args.paired_ratio < 1:
         data = make_semi_paired(data, args.paired_ratio, random_state=0)
