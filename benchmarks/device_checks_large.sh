@@ -16,8 +16,8 @@ python3 -c "import torch,numpy,sklearn;print(torch.__version__, numpy.__version_
 timeout ${T_TESTS:-90} python3 -m pytest -q -p no:cacheprovider tests/methods/test_knn.py tests/methods/test_gbe.py \
     tests/methods/test_dmh.py -k "cuda or knn or batched"; echo "tests rc=$?"
 timeout ${T_10K:-100} python3 benchmarks/bench_fit.py --n 10000 --device cuda --threads 16 --out $OUT/fit_cuda_n10000.json \
-    | head -20; echo "10k rc=$?"
+    > $OUT/fit_10k.txt; echo "10k rc=$?"; head -20 $OUT/fit_10k.txt
 /usr/bin/time -v timeout ${T_100K:-390} python3 benchmarks/bench_fit.py --n 100000 --device cuda --threads 16 \
-    --out $OUT/fit_cuda_n100000.json | head -20; echo "100k rc=$?"
+    --out $OUT/fit_cuda_n100000.json > $OUT/fit_100k.txt; echo "100k rc=$?"; head -20 $OUT/fit_100k.txt
 } > $OUT/all.log 2>&1
 grep -v "Warning\|out = real" $OUT/all.log | tail -c 11000
