@@ -95,6 +95,15 @@ def _value(text: str):
         return text
 
 
+def _rss_gib() -> float:
+    """Resident memory of this process now (Linux /proc; nan elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024**3
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def log_stages(t_start: float) -> None:
     """Print each CLE, GBE and DAM call to stderr as it ends (wall seconds since ``t_start``), so a
     fit stopped by a time limit still says how far it got and what each stage took."""
@@ -107,7 +116,9 @@ def log_stages(t_start: float) -> None:
             t0 = time.perf_counter()
             out = real(*args, **kwargs)
             now = time.perf_counter()
-            print(f"[{now - t_start:7.1f} s] {label} {now - t0:.1f} s", file=sys.stderr, flush=True)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+            print(f"[{now - t_start:7.1f} s] {label} {now - t0:.1f} s, resident {_rss_gib():.2f} GiB "
+                  f"(peak so far {peak:.2f})", file=sys.stderr, flush=True)
             return out
 
         setattr(module, name, timed)
