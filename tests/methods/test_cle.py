@@ -107,6 +107,31 @@ def test_exact_y_update_is_the_minimiser(d):
     assert np.abs(grad).max() < 1e-7
 
 
+@pytest.mark.parametrize("lam", [0.1, 1000.0])  # 1000: fig5's largest lambda, an ill-conditioned system
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_exact_y_update_solves_the_linear_system(lam, dtype):
+    # Y A + 2 lam M Y = rhs, solved directly in its Kronecker form (A (x) I + 2 lam I (x) M) vec Y
+    Zs, masks, rng = _problem(n=40)
+    nbrs, Y, w, Zbars, Qs = _state(Zs, masks, rng, d=5)
+    n, d = Y.shape
+    Wm = cle.weight_matrix(nbrs, w, n)
+    A = sum(Q.T @ Q for Q in Qs) + 2 * 0.01 * n * np.eye(d)
+    IW = np.eye(n) - Wm.toarray()
+    K = np.kron(A, np.eye(n)) + 2 * lam * np.kron(np.eye(d), IW.T @ IW)
+    rhs = sum(Z @ Q for Z, Q in zip(Zbars, Qs, strict=True))
+    want = np.linalg.solve(K, rhs.reshape(-1, order="F")).reshape(n, d, order="F")
+    if dtype == np.float32:
+        got = cle.y_update_exact([Z.astype(dtype) for Z in Zbars], Qs, Wm.astype(dtype), Y.astype(dtype), lam, 0.01)
+        # stops at relative residual LOWP_CG_TOL; at lam = 1000 float32's rounding of the products
+        # (eps * ||K|| * ||Y||) leaves the true residual near 5e-4 (the plain iteration's too)
+        assert got.dtype == np.float32
+        res = K @ got.astype(np.float64).reshape(-1, order="F") - rhs.reshape(-1, order="F")
+        assert np.linalg.norm(res) < (3 * cle.LOWP_CG_TOL if lam < 1 else 1e-3) * np.linalg.norm(rhs)
+    else:
+        got = cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-7 * np.abs(want).max())
+
+
 def test_jacobi_update_matches_eq25():
     Zs, masks, rng = _problem()
     nbrs, Y, w, Zbars, Qs = _state(Zs, masks, rng)
