@@ -82,3 +82,26 @@ def test_an_out_file_that_is_not_a_results_list_is_refused_and_kept(tmp_path, ca
         quality_diagnose.main(["uci-digits", "--bits", "8", "--out", str(out)])
     assert "not a results file" in capsys.readouterr().err
     assert out.read_text() == '{"mine": 1}'
+
+
+def test_bench_fit_on_a_dataset_logs_each_stage_and_restores_the_package(tmp_path, capsys):
+    import bench_fit
+
+    from dmh.methods import cle, dam, gbe
+
+    before = (cle.fit_cle, gbe.fit_gbe, dam.train_net)
+    out = tmp_path / "fit.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bench_fit.main(["--data", "uci-digits", "--bits", "8", "--rounds", "1", "--device", "cpu",
+                        "--param", "dam_epochs=1", "--param", "gbe_max_iter=3", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["data"] == "uci-digits" and result["n_objects"] == 1500 and result["n_bits"] == 8
+    err = capsys.readouterr().err
+    assert [line.split("] ")[1].split(" ")[0] for line in err.splitlines() if line.startswith("[")] == \
+        ["CLE", "GBE", "DAM", "DAM"]
+    assert (cle.fit_cle, gbe.fit_gbe, dam.train_net) == before
+    with pytest.raises(SystemExit) as exc:
+        bench_fit.main(["--data", str(tmp_path / "missing.mat"), "--device", "cpu"])
+    assert exc.value.code == 2 and "missing.mat" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert (cle.fit_cle, gbe.fit_gbe, dam.train_net) == before
