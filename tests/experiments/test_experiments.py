@@ -286,6 +286,36 @@ def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_
 
 
 @quiet
+def test_shards_split_the_cells_and_a_plain_run_assembles_them(toy_file, tmp_path, count_fits, capsys):
+    base = ["reproduce", "table8", "--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
+    whole = tmp_path / "whole"
+    assert main([*base, "--out", str(whole)]) == 0
+    n_all = count_fits["n"]
+    count_fits["n"] = 0
+    shards = [tmp_path / f"shard{k}" for k in (1, 2, 3)]
+    for k, out in enumerate(shards, 1):
+        assert main([*base, "--shard", f"{k}/3", "--out", str(out)]) == 0
+        assert (out / "cells.json").is_file() and not (out / "report.md").exists()
+        assert json.loads((out / "config.json").read_text())["resolved"]["shard"] == f"{k}/3"
+    assert count_fits["n"] == n_all  # every DMH cell fitted once, by one of the shards
+    parts = [set(load_cells(out)) for out in shards]
+    assert set.union(*parts) == set(load_cells(whole)) and sum(map(len, parts)) == len(load_cells(whole))
+    capsys.readouterr()
+    count_fits["n"] = 0
+    merged = tmp_path / "merged"
+    reuse = [arg for out in shards for arg in ("--reuse", str(out))]
+    assert main([*base, "--out", str(merged), *reuse]) == 0
+    assert count_fits["n"] == 0 and "0 cell(s) fitted" in capsys.readouterr().out
+    # same seeds, same code, same machine and threads: the assembled cells are the whole run's
+    maps = lambda cells: {k: [(r["task"], r["map"]) for r in e["records"]] for k, e in cells.items()}  # noqa: E731
+    assert maps(load_cells(merged)) == maps(load_cells(whole))
+    assert (merged / "report.md").is_file()
+    for bad in ("4/3", "0/2", "x", "1/"):
+        assert main([*base, "--shard", bad, "--out", str(tmp_path / "bad")]) == 2
+        assert "--shard" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+@quiet
 def test_a_reduced_run_says_so_in_its_report(toy_file, tmp_path, count_fits):
     out = tmp_path / "t8r"
     args = [

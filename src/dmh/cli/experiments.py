@@ -65,10 +65,18 @@ report.md (our numbers beside the paper's) and PNG plots."""
     type=click.Path(file_okay=False),
     help="output folder of another run whose identical cells are taken instead of refitted (repeatable)",
 )
+@click.option(
+    "--shard",
+    default=None,
+    metavar="K/N",
+    help="fit only every N-th cell from the K-th on (K = 1..N), into its own --out, so that N processes "
+    "share the experiment; a run without --shard that --reuse's the N folders then writes the report",
+)
 @click.option("--quick", is_flag=True, help="reduced run for a smoke test (the config's 'quick' settings)")
 @click.option("--no-plots", is_flag=True, help="skip the PNG figures")
 @click.option("--list", "list_only", is_flag=True, help="list the experiments (NAME is ignored)")
-def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reuse, quick, no_plots, list_only):
+def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reuse, shard, quick, no_plots,
+              list_only):
     from pathlib import Path
 
     from ..experiments import load_config, run_experiment
@@ -81,6 +89,7 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
         return
     if name is None:
         raise click.UsageError(f"missing NAME: one of {_names()}, or a path to a JSON config")
+    shard_ = None if shard is None else _shard(shard)
     config = load_config(name)  # unknown names fail here, before anything is written
     if out_dir is None:
         out_dir = Path("results") / (config["name"] + ("-quick" if quick else ""))
@@ -102,7 +111,22 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
         reuse=list(reuse),
         plots=not no_plots,
         echo=click.echo,
+        shard=shard_,
     )
     click.echo(f"{result['n_fitted']} cell(s) fitted, {result['n_reused']} reused; wrote {result['out_dir']}:")
-    for key in ("report", "metrics", "config"):
+    for key in ("cells", "config") if shard_ else ("report", "metrics", "config"):
         click.echo(f"  {result['files'][key]}")
+    if shard_:
+        click.echo(f"shard {shard}: when every shard has finished, write the report with the same command "
+                   "without --shard, naming each shard's folder with --reuse")
+
+
+def _shard(text: str) -> tuple[int, int]:
+    k, sep, n = text.partition("/")
+    try:
+        k_, n_ = int(k), int(n)
+    except ValueError:
+        k_ = n_ = 0
+    if not sep or not 1 <= k_ <= n_:
+        raise click.BadParameter(f"expected K/N with 1 <= K <= N (e.g. 2/4), got {text!r}", param_hint="--shard")
+    return k_, n_

@@ -193,6 +193,7 @@ def run_experiment(
     reuse: Sequence | None = None,
     plots: bool = True,
     echo: Callable[[str], None] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> dict:
     """Run an experiment config (a name, a path or a dict) and write its results to ``out_dir``.
 
@@ -203,7 +204,17 @@ def run_experiment(
     table8 and fig4 share DMH at 50% with table1; a cell is reused only when its key, see
     :func:`dmh.evaluation.cell_key`, is equal). ``echo`` receives progress lines. Returns
     ``{"out_dir", "n_cells", "n_fitted", "n_reused", "files"}``.
+
+    ``shard=(k, n)`` (1 <= k <= n) runs only every n-th cell of the plan, from the k-th on, so that
+    n processes (each with its own ``out_dir``) share one experiment; such a run writes
+    ``config.json`` and ``cells.json`` but no report (it holds part of the cells). A run without
+    ``shard`` that names the n folders in ``reuse`` then assembles the whole experiment without
+    fitting anything.
     """
+    if shard is not None:
+        k_shard, n_shard = shard
+        if not (isinstance(k_shard, int) and isinstance(n_shard, int) and 1 <= k_shard <= n_shard):
+            raise ParameterError(f"shard must be K/N with 1 <= K <= N, got {k_shard}/{n_shard}")
     say = echo or (lambda _line: None)
     cfg = resolve_config(
         load_config(config), datasets=datasets, seeds=seeds, quick=quick, bits=bits, paired_ratios=paired_ratios,
@@ -245,6 +256,10 @@ def run_experiment(
             }
         )
         atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
+        if shard is not None:
+            cells = cells[k_shard - 1 :: n_shard]
+            cfg["resolved"]["shard"] = f"{k_shard}/{n_shard}"
+            atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
         keys = [c["key"] for c in cells]
         finished = load_cells(out)
         stale = len(set(finished) - set(keys))
@@ -262,7 +277,8 @@ def run_experiment(
             _write_cells(out, finished)
         todo = [c for c in cells if c["key"] not in finished]
         say(
-            f"{cfg['name']}: {len(cells)} cell(s), {n_own} already finished in {out}"
+            f"{cfg['name']}{'' if shard is None else f' (shard {k_shard}/{n_shard})'}: {len(cells)} cell(s), "
+            f"{n_own} already finished in {out}"
             + (f", {n_borrowed} reused from {', '.join(str(f) for f in reuse)}" if n_borrowed else "")
         )
         if stale:
@@ -275,8 +291,11 @@ def run_experiment(
             _write_cells(out, finished)
 
         run_cells(todo, data, on_entry=save, keep_history=cfg["kind"] == "convergence", echo=say)
-        planned = [finished[k] for k in keys]
-        files = write_outputs(cfg, planned, out, plots=plots)
+        if shard is not None:  # part of the cells: the report is written by the run that assembles them
+            files = {"cells": out / CELLS_FILE, "config": out / "config.json"}
+        else:
+            planned = [finished[k] for k in keys]
+            files = write_outputs(cfg, planned, out, plots=plots)
         return {
             "out_dir": out,
             "n_cells": len(cells),
