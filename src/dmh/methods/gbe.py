@@ -397,6 +397,20 @@ def draw_columns(n: int, n_samples: int, chunk_size: int, generator: torch.Gener
     return torch.randint(n, (-(-n // chunk_size), n_samples), generator=generator)
 
 
+def _sampled_result(H, S, g_att, g_rep, Zq: float, cross: float, gamma: float, quantization: str,
+                    with_loss: bool) -> tuple[float, torch.Tensor]:
+    """The sampled solvers' last step: gradient from the attraction, the repulsion and the
+    normaliser ``Zq``, plus the quantisation term; the loss when asked for."""
+    grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
+    qs = _quant_scale(H.shape[0], quantization)
+    Rq = H - sign_pm1(H)
+    grad += (2.0 * gamma * qs) * Rq
+    loss = math.nan
+    if with_loss:
+        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
+    return loss, grad
+
+
 def gbe_loss_and_grad_sampled(H: torch.Tensor, S: SampledSimilarity, J: torch.Tensor, gamma: float,
                               quantization: str = "mean", chunk_size: int = 1024,
                               with_loss: bool = True) -> tuple[float, torch.Tensor]:
@@ -475,14 +489,7 @@ def gbe_loss_and_grad_sampled(H: torch.Tensor, S: SampledSimilarity, J: torch.Te
             g_rep[s:e] = (Kn[:, :, None] * dn).sum(1)
         R = wK.mul_(Ks)  # w K^2
         g_rep[s:e] += R.sum(1, keepdim=True) * Hi - R @ Hc
-    grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
-    qs = _quant_scale(n, quantization)
-    Rq = H - sign_pm1(H)
-    grad += (2.0 * gamma * qs) * Rq
-    loss = math.nan
-    if with_loss:
-        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
-    return loss, grad
+    return _sampled_result(H, S, g_att, g_rep, Zq, cross, gamma, quantization, with_loss)
 
 
 def gbe_loss_and_grad_sampled_batched(H: torch.Tensor, S: SampledSimilarity, J: torch.Tensor, gamma: float,
@@ -570,14 +577,7 @@ def gbe_loss_and_grad_sampled_batched(H: torch.Tensor, S: SampledSimilarity, J: 
     g_rep += (R.sum(2, keepdim=True) * Hp - torch.bmm(R, Hc)).view(npad, c)[:n]
     sums = torch.stack([Zq, cross]).cpu()  # the one synchronisation
     Zq, cross = float(sums[0]), float(sums[1])
-    grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
-    qs = _quant_scale(n, quantization)
-    Rq = H - sign_pm1(H)
-    grad += (2.0 * gamma * qs) * Rq
-    loss = math.nan
-    if with_loss:
-        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
-    return loss, grad
+    return _sampled_result(H, S, g_att, g_rep, Zq, cross, gamma, quantization, with_loss)
 
 
 @dataclass
