@@ -310,6 +310,9 @@ def test_shards_split_the_cells_and_a_plain_run_assembles_them(toy_file, tmp_pat
     maps = lambda cells: {k: [(r["task"], r["map"]) for r in e["records"]] for k, e in cells.items()}  # noqa: E731
     assert maps(load_cells(merged)) == maps(load_cells(whole))
     assert (merged / "report.md").is_file()
+    one = tmp_path / "one"  # 1/1 is the whole experiment: an ordinary run, with its report
+    assert main([*base, "--shard", "1/1", "--out", str(one), "--reuse", str(whole)]) == 0
+    assert (one / "report.md").is_file() and set(load_cells(one)) == set(load_cells(whole))
     for bad in ("4/3", "0/2", "x", "1/"):
         assert main([*base, "--shard", bad, "--out", str(tmp_path / "bad")]) == 2
         assert "--shard" in capsys.readouterr().err and not (tmp_path / "bad").exists()

@@ -90,6 +90,8 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
     if name is None:
         raise click.UsageError(f"missing NAME: one of {_names()}, or a path to a JSON config")
     shard_ = None if shard is None else _shard(shard)
+    if shard_ == (1, 1):  # the whole experiment: an ordinary run, report included
+        shard_ = None
     config = load_config(name)  # unknown names fail here, before anything is written
     if out_dir is None:
         out_dir = Path("results") / (config["name"] + ("-quick" if quick else ""))

@@ -207,7 +207,8 @@ def run_experiment(
 
     ``shard=(k, n)`` (1 <= k <= n) runs only every n-th cell of the plan, from the k-th on, so that
     n processes (each with its own ``out_dir``) share one experiment; such a run writes
-    ``config.json`` and ``cells.json`` but no report (it holds part of the cells). A run without
+    ``config.json`` and ``cells.json`` but no report (it holds part of the cells; ``(1, 1)`` is an
+    ordinary run). A run without
     ``shard`` that names the n folders in ``reuse`` then assembles the whole experiment without
     fitting anything.
     """
@@ -215,6 +216,8 @@ def run_experiment(
         k_shard, n_shard = shard
         if not (isinstance(k_shard, int) and isinstance(n_shard, int) and 1 <= k_shard <= n_shard):
             raise ParameterError(f"shard must be K/N with 1 <= K <= N, got {k_shard}/{n_shard}")
+        if n_shard == 1:  # the whole plan: an ordinary run, report included
+            shard = None
     say = echo or (lambda _line: None)
     cfg = resolve_config(
         load_config(config), datasets=datasets, seeds=seeds, quick=quick, bits=bits, paired_ratios=paired_ratios,
