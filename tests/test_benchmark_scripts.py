@@ -105,3 +105,30 @@ def test_bench_fit_on_a_dataset_logs_each_stage_and_restores_the_package(tmp_pat
         bench_fit.main(["--data", str(tmp_path / "missing.mat"), "--device", "cpu"])
     assert exc.value.code == 2 and "missing.mat" in capsys.readouterr().err.strip().splitlines()[-1]
     assert (cle.fit_cle, gbe.fit_gbe, dam.train_net) == before
+
+
+def test_pairing_needed_reads_two_runs_and_finds_the_first_ratio_that_stays_above(tmp_path, capsys):
+    import pairing_needed
+
+    def rec(method, ratio, value, seed=0):
+        return {"dataset": "d", "task": "image->text", "n_bits": 16, "method": method, "paired_ratio": ratio,
+                "map": value, "seed": seed}
+
+    fig4 = tmp_path / "fig4.json"
+    fig4.write_text(json.dumps({"records": [
+        rec("DMH", 0.1, 0.3), rec("DMH", 0.3, 0.55), rec("DMH", 0.5, 0.45), rec("DMH", 0.7, 0.6),
+        rec("DMH", 0.7, 0.62, seed=1), rec("IMH", 0.9, 0.9)]}))
+    table1 = tmp_path / "table1.json"
+    table1.write_text(json.dumps({"records": [
+        rec("FSH", 1.0, 0.5), rec("FSH", 1.0, 0.52, seed=1), rec("LSSH", 1.0, 0.4), rec("DMH", 1.0, 0.99),
+        rec("CVH", 0.5, 0.98)]}))
+    out = tmp_path / "rows.json"
+    assert pairing_needed.main([str(fig4), str(table1), "--out", str(out)]) == 0
+    row = json.loads(out.read_text())[0]
+    # 0.3 is above FSH's mean 0.51 but 0.5 falls below it again: DMH stays above from 70% on
+    assert row["baseline"] == "FSH" and row["baseline_map"] == 0.51 and row["dmh_above_from"] == 0.7
+    assert row["dmh_map"]["0.7"] == 0.61 and row["seeds_per_ratio"] == [1, 2]
+    assert "| d | image->text | 16 | FSH 0.510 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        pairing_needed.main([str(tmp_path / "missing.json"), str(table1)])
+    assert exc.value.code == 2 and "missing.json" in capsys.readouterr().err.strip().splitlines()[-1]
