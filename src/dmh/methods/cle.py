@@ -186,34 +186,54 @@ def q_update(Zbar: np.ndarray, Y: np.ndarray, Q_prev: np.ndarray | None, method:
 
 
 # ---------------------------------------------------------------------------------- Y (Eq. 25)
+#: from this ``lambda_`` on, :func:`y_update_exact` iterates in the eigenbasis of ``A`` (see there)
+ROTATE_MIN_LAM = 1.0
+
+
 def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float, eta: float,
                    max_iter: int = 500, tol: float = 1e-8) -> np.ndarray:
     """Exact minimiser of Eq. 6 over Y: solves ``Y A + 2 lam M Y + 2 eta n Y = sum_v Zbar^v Q^v``,
     ``A = sum_v Q^v'Q^v``, ``M = (I - W)'(I - W)``, by conjugate gradients (warm-started at ``Y0``).
 
-    The iteration runs in the eigenbasis of the d x d matrix ``A + 2 eta n I = V diag(s) V'``
-    (``Y~ = Y V``): there the operator is ``Y~ diag(s) + 2 lam M Y~``, so an iteration costs
-    O(nnz(M) d + n d) instead of the O(n d^2) of the product with ``A``. The change of basis is
-    orthogonal, so the iterates, residual norms and stopping point are those of the plain
-    iteration (up to rounding); it matters most for a large ``lam``, where ``M`` makes the
-    system ill-conditioned and the conjugate gradients take hundreds of iterations."""
+    From ``lam >=`` :data:`ROTATE_MIN_LAM` the iteration runs in the eigenbasis of the d x d matrix
+    ``A + 2 eta n I = V diag(s) V'`` (``Y~ = Y V``): there the operator is ``Y~ diag(s) + 2 lam M
+    Y~``, so an iteration costs O(nnz(M) d + n d) instead of the O(n d^2) of the product with
+    ``A``. A large ``lam`` makes the system ill-conditioned (hundreds of iterations), which is where
+    this pays (fig5's grid runs ``lambda_`` to 1000). The change of basis is orthogonal, so the
+    iterates are the plain iteration's up to rounding; but rounding differences can still flip a
+    code bit several stages later, so below the threshold (the default 0.1 included) the plain
+    iteration stays, and every result made with it before is reproduced bit for bit."""
     n, d = Y0.shape
     A = sum(Q.T @ Q for Q in Qs) + 2.0 * eta * n * np.eye(d)
-    s, V = np.linalg.eigh((A + A.T) * 0.5)
     IW = sparse.identity(n, format="csr") - Wm
     IWt = IW.T.tocsr()
+    rotate = lam >= ROTATE_MIN_LAM
+    if rotate:
+        s, V = np.linalg.eigh((A + A.T) * 0.5)
     if Y0.dtype != np.float64:  # float32 (large n): every n x d array in float32, sums in float64
-        Vl = V.astype(Y0.dtype)
-        Yt = _cg_lowp(s.astype(Y0.dtype), IW.astype(Y0.dtype), IWt.astype(Y0.dtype), lam,
-                      sum(Z @ (Q @ V).astype(Y0.dtype) for Z, Q in zip(Zbars, Qs, strict=True)), Y0 @ Vl,
-                      max_iter, max(tol, LOWP_CG_TOL))
+        low = Y0.dtype
+        if not rotate:
+            return _cg_lowp(A.astype(low), IW.astype(low), IWt.astype(low), lam,
+                            sum(Z @ Q.astype(low) for Z, Q in zip(Zbars, Qs, strict=True)), Y0.copy(),
+                            max_iter, max(tol, LOWP_CG_TOL), diagonal=False)
+        Vl = V.astype(low)
+        Yt = _cg_lowp(s.astype(low), IW.astype(low), IWt.astype(low), lam,
+                      sum(Z @ (Q @ V).astype(low) for Z, Q in zip(Zbars, Qs, strict=True)), Y0 @ Vl,
+                      max_iter, max(tol, LOWP_CG_TOL), diagonal=True)
         return Yt @ Vl.T
 
-    def op(Y):
-        return Y * s + 2.0 * lam * (IWt @ (IW @ Y))
+    if rotate:
+        def op(Y):
+            return Y * s + 2.0 * lam * (IWt @ (IW @ Y))
 
-    rhs = sum(Z @ (Q @ V) for Z, Q in zip(Zbars, Qs, strict=True))
-    Y = Y0 @ V
+        rhs = sum(Z @ (Q @ V) for Z, Q in zip(Zbars, Qs, strict=True))
+        Y = Y0 @ V
+    else:
+        def op(Y):
+            return Y @ A + 2.0 * lam * (IWt @ (IW @ Y))
+
+        rhs = sum(Z @ Q for Z, Q in zip(Zbars, Qs, strict=True))
+        Y = Y0.copy()
     R = rhs - op(Y)
     P = R.copy()
     rr = np.sum(R * R)
@@ -228,7 +248,7 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
         rr_new = np.sum(R * R)
         P = R + (rr_new / rr) * P
         rr = rr_new
-    return Y @ V.T
+    return Y @ V.T if rotate else Y
 
 
 #: relative residual at which the float32 conjugate gradients stop (float32 cannot reach 1e-8)
@@ -246,13 +266,14 @@ def _dot(X: np.ndarray, Y: np.ndarray) -> float:
                      for s in range(0, X.shape[0], 8192)))
 
 
-def _cg_lowp(s, IW, IWt, lam, rhs, Y0, max_iter, tol):
-    """:func:`y_update_exact`'s conjugate gradients (in ``A``'s eigenbasis: ``s`` its eigenvalues)
-    with the n x d arrays in ``Y0``'s (low) precision and the scalars in float64 (Python floats keep
-    the arrays' dtype); stops at relative residual ``tol``. ``rhs`` is overwritten (it becomes the
-    residual), ``Y0`` is updated in place and returned."""
+def _cg_lowp(A, IW, IWt, lam, rhs, Y0, max_iter, tol, diagonal: bool = False):
+    """:func:`y_update_exact`'s conjugate gradients with the n x d arrays in ``Y0``'s (low)
+    precision and the scalars in float64 (Python floats keep the arrays' dtype); stops at relative
+    residual ``tol``. ``A`` is the d x d matrix, or with ``diagonal`` its eigenvalues (the iteration
+    in its eigenbasis). ``rhs`` is overwritten (it becomes the residual), ``Y0`` is updated in place
+    and returned."""
     def op(Y):
-        out = Y * s
+        out = Y * A if diagonal else Y @ A
         out += (2.0 * lam) * (IWt @ (IW @ Y))
         return out
 
