@@ -208,9 +208,8 @@ def run_experiment(
     ``shard=(k, n)`` (1 <= k <= n) runs only every n-th cell of the plan, from the k-th on, so that
     n processes (each with its own ``out_dir``) share one experiment; such a run writes
     ``config.json`` and ``cells.json`` but no report (it holds part of the cells; ``(1, 1)`` is an
-    ordinary run). A run without
-    ``shard`` that names the n folders in ``reuse`` then assembles the whole experiment without
-    fitting anything.
+    ordinary run). A run without ``shard`` that names the n folders in ``reuse`` then assembles the
+    whole experiment without fitting anything.
     """
     if shard is not None:
         k_shard, n_shard = shard
@@ -258,11 +257,10 @@ def run_experiment(
                 "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             }
         )
-        atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
         if shard is not None:
             cells = cells[k_shard - 1 :: n_shard]
             cfg["resolved"]["shard"] = f"{k_shard}/{n_shard}"
-            atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
+        atomic_write_text(out / "config.json", json.dumps(_jsonable(cfg), indent=1, allow_nan=False) + "\n")
         keys = [c["key"] for c in cells]
         finished = load_cells(out)
         stale = len(set(finished) - set(keys))
