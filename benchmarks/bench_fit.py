@@ -180,10 +180,20 @@ def main(argv=None):
     from dmh.errors import DmhError
     from dmh.methods.dmh import resolve_device
 
-    try:  # before the (long) work: a device that is not there, or a bad --param, is one error line
+    if not 0.0 < args.paired_ratio <= 1.0:
+        ap.error(f"--paired-ratio must lie in (0, 1], got {args.paired_ratio:g}")
+    if args.data is None and args.n < 2:
+        ap.error(f"--n must be at least 2, got {args.n}")
+    if not 1 <= args.bits <= 4096:
+        ap.error(f"--bits must be between 1 and 4096, got {args.bits}")
+    try:  # before the (long) work: a device that is not there, a bad --param or --out is one error line
         resolve_device(args.device)
         DMH(args.bits, n_rounds=args.rounds, random_state=args.seed, device=args.device, n_threads=args.threads,
             **params)._check_params()
+        if args.out:
+            from dmh._atomic import check_writable
+
+            check_writable(args.out)
     except (DmhError, TypeError) as exc:
         ap.error(str(exc))
     if args.cpu_clock:
@@ -205,6 +215,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     try:
         model.fit(data)
+    except DmhError as exc:  # e.g. too few paired objects left by --paired-ratio
+        ap.error(str(exc))
     finally:
         restore()
     wall = time.perf_counter() - t0

@@ -132,3 +132,21 @@ def test_pairing_needed_reads_two_runs_and_finds_the_first_ratio_that_stays_abov
     with pytest.raises(SystemExit) as exc:
         pairing_needed.main([str(tmp_path / "missing.json"), str(table1)])
     assert exc.value.code == 2 and "missing.json" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--paired-ratio", "2"], "--paired-ratio must lie in (0, 1]"),
+    (["--n", "-5"], "--n must be at least 2"),
+    (["--bits", "0"], "--bits must be between 1 and 4096"),
+    (["--out", "{tmp}"], "it is a directory (--out)"),
+    (["--out", "{tmp}/missing/fit.json"], "does not exist (--out)"),
+])
+def test_bench_fit_careless_arguments_are_one_error_line_before_any_work(args, message, tmp_path, capsys):
+    import bench_fit
+
+    with pytest.raises(SystemExit) as exc:
+        bench_fit.main(["--device", "cpu", *[a.format(tmp=tmp_path) for a in args]])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and "Traceback" not in "\n".join(err)
+    assert list(tmp_path.iterdir()) == []  # nothing written, no probe left
