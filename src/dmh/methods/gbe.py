@@ -356,6 +356,7 @@ class SampledSimilarity:
         self.total = 1.0
         self.plogp = float((P.data * np.log(P.data)).sum())
         self.indptr = P.indptr.astype(np.int64)
+        self.crow = torch.as_tensor(self.indptr, device=dev)  # P's row pointers on the device (batched step)
         self.degree = torch.as_tensor(np.diff(self.indptr), device=dev)
         rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
         self.erow = torch.as_tensor(rows, device=dev)
@@ -506,12 +507,9 @@ def gbe_loss_and_grad_sampled_batched(H: torch.Tensor, S: SampledSimilarity, J: 
     nblk, m = J.shape
     dev, dt = H.device, H.dtype
     sq = (H * H).sum(1)
-    zero = torch.zeros((), dtype=torch.float64, device=dev)
-    cross = zero
+    cross = torch.zeros((), dtype=torch.float64, device=dev)
     if S.sparse:  # P's nonzeros, exact: one sparse pattern over all rows
-        crow = getattr(S, "crow", None)
-        if crow is None or crow.device != dev:
-            crow = S.crow = torch.as_tensor(S.indptr, device=dev)
+        crow = S.crow
         pattern = _csr(crow, S.ecol, torch.zeros_like(S.eval), size=(n, n))
         dots = torch.sparse.sampled_addmm(pattern, H, H.T).values()
         Kn = (sq[S.erow] + sq[S.ecol]).sub_(dots, alpha=2.0).clamp_(min=0.0)
