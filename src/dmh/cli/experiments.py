@@ -90,8 +90,6 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
     if name is None:
         raise click.UsageError(f"missing NAME: one of {_names()}, or a path to a JSON config")
     shard_ = None if shard is None else _shard(shard)
-    if shard_ == (1, 1):  # the whole experiment: an ordinary run, report included
-        shard_ = None
     config = load_config(name)  # unknown names fail here, before anything is written
     if out_dir is None:
         out_dir = Path("results") / (config["name"] + ("-quick" if quick else ""))
@@ -116,9 +114,10 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
         shard=shard_,
     )
     click.echo(f"{result['n_fitted']} cell(s) fitted, {result['n_reused']} reused; wrote {result['out_dir']}:")
-    for key in ("cells", "config") if shard_ else ("report", "metrics", "config"):
+    partial = "report" not in result["files"]  # a shard (K/N with N > 1): part of the cells, no report
+    for key in ("cells", "config") if partial else ("report", "metrics", "config"):
         click.echo(f"  {result['files'][key]}")
-    if shard_:
+    if partial:
         click.echo(f"shard {shard}: when every shard has finished, write the report with the same command "
                    "without --shard, naming each shard's folder with --reuse")
 
