@@ -31,6 +31,21 @@ def test_full_params_hold_the_defaults_and_refuse_unknown_names():
         full_params("cvh", {"colour": 1})
 
 
+def test_an_option_added_later_leaves_the_keys_of_earlier_results_alone():
+    """``DMH.key_neutral``: ``dam_precision`` came after results were written; at "float32" (what
+    they ran with) it is not in a cell's params, so their keys still match; at "bfloat16" it is."""
+    from pathlib import Path
+
+    assert "dam_precision" not in full_params("dmh")
+    assert full_params("dmh", {"dam_precision": "float32"}) == full_params("dmh")
+    assert full_params("dmh", {"dam_precision": "bfloat16"})["dam_precision"] == "bfloat16"
+    cells = Path(__file__).resolve().parents[1] / "docs" / "results" / "fig4" / "cells.json"
+    if cells.exists():  # a finished run made before the option: its DMH cells keep their keys
+        entry = next(e for e in json.loads(cells.read_text())["cells"] if e["cell"]["method"] == "dmh")
+        assert full_params("dmh", entry["cell"]["params"]) == entry["cell"]["params"]
+        assert cell_key(entry["cell"]) == entry["key"]
+
+
 def test_the_key_changes_with_everything_that_changes_the_result(toy_data, tmp_path):
     fp = data_fingerprint(toy_data, "toy")
     base = dict(dataset="toy", fingerprint=fp, method="cvh", params={}, n_bits=8, paired_ratio=0.5, seed=0)

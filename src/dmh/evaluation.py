@@ -8,7 +8,9 @@ training set (:func:`dmh.make_semi_paired`) is made and shared by the consecutiv
 
 Every cell has one key (:func:`cell_key`): the canonical JSON of the dataset's fingerprint (its
 source path, file size and a hash of its arrays), its split, the pairing seed, the method and its
-full parameters (defaults included), the bit length and the label it is shown under. A finished
+full parameters (defaults included; an option added after results existed is left out while it
+holds the value those results ran with, the method's ``key_neutral``), the bit length and the
+label it is shown under. A finished
 cell is reused (``evaluate --resume``, ``reproduce`` into the same folder or with ``--reuse``) only
 on an exact key match.
 """
@@ -134,6 +136,10 @@ def full_params(method: str, params: dict | None = None) -> dict:
     resolve = getattr(klass, "preset_options", None)
     if resolve is not None:
         out.update(resolve(out))
+    # an option added later, at the value every earlier result ran with, leaves the key as it was
+    for name, value in getattr(klass, "key_neutral", {}).items():
+        if name in out and out[name] == value:
+            del out[name]
     return jsonable(out)
 
 

@@ -127,3 +127,77 @@ def test_lean_hidden_weight_gradient_kept_in_place_and_accumulates(modality):
     step(lean)
     assert first.grad.data_ptr() == buffer
     torch.testing.assert_close(first.grad, plain.body[0].weight.grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("modality", ["image", "text"])
+@pytest.mark.parametrize("lean", [False, True])
+def test_bf16_products_close_to_float32_and_state_stays_float32(modality, lean):
+    """``precision="bfloat16"``: the first layer's products in bfloat16; outputs and gradients
+    follow float32 to bfloat16's rounding (8 bits of mantissa), every parameter and gradient is
+    float32, and outputs without gradients (codes, features) are the float32 network's exactly."""
+    rng = np.random.default_rng(2)
+    X = torch.as_tensor(rng.normal(size=(32, 200)).astype(np.float32))
+    H = torch.as_tensor(np.sign(rng.normal(size=(32, 8))).astype(np.float32))
+    outs, grads = {}, {}
+    for precision in ("float32", "bfloat16"):
+        torch.manual_seed(0)
+        net = dam.make_net(modality, 200, 8, (64,))
+        net.lean = lean
+        net.precision = precision
+        assert net.precision == precision
+        out = net(X)
+        ((out - H) ** 2).sum(1).mean().backward()
+        outs[precision] = out.detach()
+        grads[precision] = {k: p.grad.clone() for k, p in net.named_parameters()}
+        assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in net.parameters())
+        with torch.no_grad():
+            outs[precision + "-nograd"] = net(X)
+    assert torch.equal(outs["float32-nograd"], outs["bfloat16-nograd"])
+    assert not torch.equal(outs["float32"], outs["bfloat16"])  # the bfloat16 path did run
+    torch.testing.assert_close(outs["bfloat16"], outs["float32"], rtol=0, atol=2e-2)
+    for k, g in grads["float32"].items():
+        rel = float((grads["bfloat16"][k] - g).norm() / g.norm().clamp_min(1e-12))
+        assert rel < 0.1, (k, rel)  # 2-5 % here: the gradients sum 32 rows that largely cancel
+
+
+def test_bf16_weight_gradient_buffers_kept_and_accumulate():
+    """The bfloat16 path keeps its buffers across steps (the training loop sets gradients to None,
+    the next backward puts the same float32 buffer back) and accumulates as autograd does."""
+    rng = np.random.default_rng(3)
+    X = torch.as_tensor(rng.normal(size=(16, 120)).astype(np.float32))
+    H = torch.as_tensor(np.sign(rng.normal(size=(16, 8))).astype(np.float32))
+    torch.manual_seed(0)
+    net = dam.make_net("image", 120, 8, (32,))
+    net.precision = "bfloat16"
+    assert not net.keeps_weight_grad
+
+    def step():
+        ((net(X) - H) ** 2).sum(1).mean().backward()
+
+    first = net.body[0].weight
+    step()
+    once = first.grad.clone()
+    buffer = first.grad.data_ptr()
+    step()  # no zeroing: accumulates
+    torch.testing.assert_close(first.grad, 2 * once, rtol=1e-2, atol=1e-6)
+    net.zero_grad(set_to_none=True)
+    step()
+    assert first.grad.data_ptr() == buffer
+    torch.testing.assert_close(first.grad, once)
+    with pytest.raises(ValueError, match="precision"):
+        net.precision = "float16"
+
+
+def test_bf16_training_learns_and_repeats():
+    """A bfloat16 fit learns the codes as the float32 one does and repeats bit for bit."""
+    runs = []
+    for _ in range(2):
+        net, X, H = _problem()
+        net.precision = "bfloat16"
+        losses, agreement = _train(net, X, H)
+        runs.append((losses, dam.net_outputs(net, X)))
+    assert runs[0][0] == runs[1][0] and np.array_equal(runs[0][1], runs[1][1])
+    net, X, H = _problem()
+    losses32, _ = _train(net, X, H)
+    assert runs[0][0][-1] < 0.5 * runs[0][0][0]
+    assert runs[0][0][-1] < 2 * losses32[-1] + 0.05

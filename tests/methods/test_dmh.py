@@ -296,3 +296,19 @@ def test_memory_estimate_refuses_what_the_machine_cannot_hold(semi, monkeypatch)
     b64 = fit_memory_bytes(100_000, 4096, 1386, cle_bytes=8, **big)
     b32 = fit_memory_bytes(100_000, 4096, 1386, cle_bytes=4, **big)
     assert b32 < b64 - 4 * 100_000 * 2 * 4096
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::dmh.errors.DegenerateCodesWarning")  # TINY fits, 8 bits
+def test_dam_precision_bfloat16_fits_repeats_and_is_checked(semi, toy_data):
+    a = DMH(8, random_state=0, dam_precision="bfloat16", **TINY).fit(semi)
+    b = DMH(8, random_state=0, dam_precision="bfloat16", **TINY).fit(semi)
+    assert a.dam_precision_ == "bfloat16"
+    assert np.array_equal(a.encode(toy_data.image, "image"), b.encode(toy_data.image, "image"))
+    assert a.history_["dam_image"][0][-1] < a.history_["dam_image"][0][0]  # it trains
+    auto = DMH(8, random_state=0, dam_precision="auto", **TINY).fit(semi)
+    from dmh.methods.dmh import native_bf16
+
+    assert auto.dam_precision_ == ("bfloat16" if native_bf16("cpu") else "float32")
+    with pytest.raises(ValueError, match="dam_precision must be one of"):
+        DMH(8, dam_precision="float16", **TINY).fit(semi)

@@ -85,23 +85,86 @@ def _weight_grad_into(weight: torch.Tensor, grad: torch.Tensor, inp: torch.Tenso
         torch.addmm(weight.grad, grad.t(), inp, out=weight.grad)
 
 
-class _LinearInto(torch.autograd.Function):
-    """``nn.Linear`` (the same ``addmm``) whose weight gradient goes into a kept buffer
-    (:func:`_weight_grad_into`); used for the first hidden layer in lean mode."""
+class _Bf16Layer:
+    """Kept buffers of one layer trained with bfloat16 products (``HashNet.precision``): the
+    weight in bfloat16 (refilled from the float32 weight at each forward) and the weight gradient
+    (a bfloat16 product, copied into a kept float32 buffer that becomes ``weight.grad``).
+
+    Products into kept buffers are what makes bfloat16 pay on a CPU: a 4096 x 4096 weight gradient
+    from a batch of 128 takes 10 ms into a kept bfloat16 buffer against 24 ms into a fresh one and
+    41 ms in float32, and refilling the bfloat16 weight by ``copy_`` 2.6 ms against 16 ms for
+    ``.to`` (one thread, a CPU with AVX512-BF16; ``benchmarks/bench_dam_step.py``). The float32
+    weight, its Adam state and everything else of the network stay float32."""
+
+    def __init__(self):
+        self.weight = None
+        self.grad = None
+        self.grad32 = None
 
     @staticmethod
-    def forward(ctx, x, weight, bias):
+    def _kept(buf, like, dtype):
+        if buf is None or buf.shape != like.shape or buf.device != like.device or buf.dtype != dtype:
+            return torch.empty(like.shape, dtype=dtype, device=like.device)
+        return buf
+
+    def weight_of(self, weight: torch.Tensor) -> torch.Tensor:
+        self.weight = self._kept(self.weight, weight, torch.bfloat16)
+        with torch.no_grad():
+            self.weight.copy_(weight)
+        return self.weight
+
+    def grad_into(self, weight: torch.Tensor, grad: torch.Tensor, inp: torch.Tensor) -> None:
+        """``weight.grad += grad' inp`` (both bfloat16): set when ``weight.grad`` is None (the
+        training loop zeroes by ``set_to_none``), accumulated otherwise."""
+        self.grad = self._kept(self.grad, weight, torch.bfloat16)
+        torch.mm(grad.t(), inp, out=self.grad)
+        if weight.grad is None:
+            self.grad32 = self._kept(self.grad32, weight, weight.dtype)
+            self.grad32.copy_(self.grad)
+            weight.grad = self.grad32
+        else:
+            weight.grad.add_(self.grad)
+
+
+def _bf16_forward(ctx, inp, weight, bias, bufs):
+    """``inp @ weight' + bias`` with the product in bfloat16 (output float32); keeps what the
+    backward needs on ``ctx``."""
+    inp_b = inp.to(torch.bfloat16)
+    w_b = bufs.weight_of(weight)
+    ctx.bf16 = (inp_b, w_b, bufs)  # w_b is a kept buffer: not saved for backward (no version check)
+    ctx.save_for_backward(weight)
+    return torch.mm(inp_b, w_b.t()).float().add_(bias)
+
+
+class _LinearInto(torch.autograd.Function):
+    """``nn.Linear`` (the same ``addmm``) whose weight gradient goes into a kept buffer
+    (:func:`_weight_grad_into`); used for the first hidden layer in lean mode. With ``bufs`` (a
+    :class:`_Bf16Layer`) the products run in bfloat16 instead."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, bufs=None):
+        if bufs is not None:
+            return _bf16_forward(ctx, x, weight, bias, bufs)
+        ctx.bf16 = None
         ctx.save_for_backward(x, weight)
         return torch.addmm(bias, x, weight.t())
 
     @staticmethod
     def backward(ctx, grad):
+        grad_bias = grad.sum(0) if ctx.needs_input_grad[2] else None
+        if ctx.bf16 is not None:
+            x_b, w_b, bufs = ctx.bf16
+            (weight,) = ctx.saved_tensors
+            grad_b = grad.to(torch.bfloat16)
+            grad_x = grad_b.mm(w_b).float() if ctx.needs_input_grad[0] else None
+            if ctx.needs_input_grad[1]:
+                bufs.grad_into(weight, grad_b, x_b)
+            return grad_x, None, grad_bias, None
         x, weight = ctx.saved_tensors
         grad_x = grad.mm(weight) if ctx.needs_input_grad[0] else None
         if ctx.needs_input_grad[1]:
             _weight_grad_into(weight, grad, x)
-        grad_bias = grad.sum(0) if ctx.needs_input_grad[2] else None
-        return grad_x, None, grad_bias
+        return grad_x, None, grad_bias, None
 
 
 class _FusionLinear(torch.autograd.Function):
@@ -112,23 +175,35 @@ class _FusionLinear(torch.autograd.Function):
     that is a (batch x hidden x 2000) product per step thrown away. The forward is the same
     ``addmm`` as ``nn.Linear``; the backward computes the weight's, the bias's and the pooled
     columns' gradients only (equal to autograd's up to floating-point rounding); the weight's goes
-    into a kept buffer (:func:`_weight_grad_into`)."""
+    into a kept buffer (:func:`_weight_grad_into`). With ``bufs`` (a :class:`_Bf16Layer`) the
+    products run in bfloat16 instead."""
 
     @staticmethod
-    def forward(ctx, x, pooled, weight, bias):
+    def forward(ctx, x, pooled, weight, bias, bufs=None):
         inp = torch.cat([x, pooled], dim=1)
-        ctx.save_for_backward(inp, weight)
         ctx.n_raw = x.shape[1]
+        if bufs is not None:
+            return _bf16_forward(ctx, inp, weight, bias, bufs)
+        ctx.bf16 = None
+        ctx.save_for_backward(inp, weight)
         return torch.addmm(bias, inp, weight.t())
 
     @staticmethod
     def backward(ctx, grad):
+        grad_bias = grad.sum(0) if ctx.needs_input_grad[3] else None
+        if ctx.bf16 is not None:
+            inp_b, w_b, bufs = ctx.bf16
+            (weight,) = ctx.saved_tensors
+            grad_b = grad.to(torch.bfloat16)
+            grad_pooled = grad_b.mm(w_b[:, ctx.n_raw:]).float() if ctx.needs_input_grad[1] else None
+            if ctx.needs_input_grad[2]:
+                bufs.grad_into(weight, grad_b, inp_b)
+            return None, grad_pooled, None, grad_bias, None
         inp, weight = ctx.saved_tensors
         grad_pooled = grad.mm(weight[:, ctx.n_raw:]) if ctx.needs_input_grad[1] else None
         if ctx.needs_input_grad[2]:
             _weight_grad_into(weight, grad, inp)
-        grad_bias = grad.sum(0) if ctx.needs_input_grad[3] else None
-        return None, grad_pooled, None, grad_bias
+        return None, grad_pooled, None, grad_bias, None
 
 
 class HashNet(nn.Module):
@@ -145,6 +220,7 @@ class HashNet(nn.Module):
         self.body = nn.Sequential(*layers)
         self.head = nn.Linear(width, n_bits)
         self._lean = False
+        self._bf16 = None  # a _Bf16Layer for the first hidden layer when precision is "bfloat16"
 
     @property
     def lean(self) -> bool:
@@ -161,17 +237,42 @@ class HashNet(nn.Module):
             if isinstance(module, LRN):
                 module.lean = self._lean
 
+    @property
+    def precision(self) -> str:
+        """``"float32"`` or ``"bfloat16"``: the precision of the first hidden layer's products in
+        training (forward, weight gradient, the pooled channels' gradient); weights, Adam, the
+        other layers and every output computed without gradients (features, codes) stay float32.
+        Not a parameter: the saved state is float32 either way."""
+        return "float32" if self._bf16 is None else "bfloat16"
+
+    @precision.setter
+    def precision(self, value: str) -> None:
+        if value not in ("float32", "bfloat16"):
+            raise ValueError(f"precision must be 'float32' or 'bfloat16', got {value!r}")
+        self._bf16 = _Bf16Layer() if value == "bfloat16" else None
+
+    @property
+    def keeps_weight_grad(self) -> bool:
+        """Whether training should zero gradients in place (``set_to_none=False``) so that the
+        first layer's kept float32 gradient buffer is reused (lean, float32); the bfloat16 path
+        keeps its own buffers and wants ``set_to_none=True``."""
+        return self._lean and self._bf16 is None
+
     def features(self, x):
-        if self.fusion is None:
-            if not (self._lean and len(self.body) and torch.is_grad_enabled() and not x.requires_grad):
-                return self.body(x)
-            first = self.body[0]
-            return self.body[1:](_LinearInto.apply(x, first.weight, first.bias))
-        if not (self._lean and self.fusion.kernels and torch.is_grad_enabled() and not x.requires_grad):
-            return self.body(self.fusion(x))
+        custom = (self._lean or self._bf16 is not None) and len(self.body) and torch.is_grad_enabled() \
+            and not x.requires_grad
+        if not custom:
+            return self.body(self.fusion(x) if self.fusion is not None else x)
         first = self.body[0]
+        if self.fusion is not None and not self.fusion.kernels:
+            # no pooled channels (text too short): nothing for lean mode to skip
+            if self._bf16 is None:
+                return self.body(self.fusion(x))
+            return self.body[1:](_LinearInto.apply(self.fusion(x), first.weight, first.bias, self._bf16))
+        if self.fusion is None:
+            return self.body[1:](_LinearInto.apply(x, first.weight, first.bias, self._bf16))
         pooled = torch.cat(self.fusion.pooled(x), dim=1)
-        return self.body[1:](_FusionLinear.apply(x, pooled, first.weight, first.bias))
+        return self.body[1:](_FusionLinear.apply(x, pooled, first.weight, first.bias, self._bf16))
 
     def forward(self, x):
         return torch.tanh(self.head(self.features(x)))
@@ -224,8 +325,9 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
             val_history.append(prev)
     fracs = []
     net.train()
-    # lean nets accumulate their hidden layer's weight gradient into a kept buffer: zero it, keep it
-    keep_grads = getattr(net, "lean", False)
+    # lean float32 nets accumulate their hidden layer's weight gradient into a kept buffer: zero it,
+    # keep it (the bfloat16 path keeps its own buffers and sets the gradient afresh)
+    keep_grads = getattr(net, "keeps_weight_grad", False)
     for _ in range(epochs):
         perm = torch.randperm(n, generator=generator).to(device)
         total = torch.zeros((), dtype=torch.float64, device=device)  # no host sync per batch

@@ -83,6 +83,16 @@ class DMH(BaseHasher):
         instead of average pooling (see :attr:`dmh.methods.dam.HashNet.lean`). Same model, same
         saved state, results equal up to floating-point rounding. ``None``: the preset's (off in
         ``"paper"``, whose codes stay bit for bit those of before).
+    dam_precision : {"float32", "bfloat16", "auto"}
+        Precision of the hash networks' largest products in training: the first hidden layer's
+        forward product and weight gradient (imgNet's 4096 x 4096 layer is most of DAM's time).
+        ``"float32"`` (default, and what every documented result ran with). ``"bfloat16"``: those
+        products in bfloat16, everything else float32 (weights, Adam, the other layers, and every
+        output computed after training: refreshed features, codes, encoding); on a CPU that
+        multiplies bfloat16 natively (AVX512-BF16 or AMX) or a GPU about 4x faster products, on
+        other CPUs emulated and slower. Different rounding, so different codes (MAP measured in
+        docs/speed.md). ``"auto"``: ``"bfloat16"`` where the fitting device multiplies it natively
+        (:func:`native_bf16`), else ``"float32"``; ``dam_precision_`` says which ran.
     complement : {"lle", "zero"}
         Complement missing descriptions by Eq. 5 (DMH) or with zeros (DMH-ZERO ablation).
     binary_embedding : {"gbe", "pca"}
@@ -194,6 +204,10 @@ class DMH(BaseHasher):
     uses_unpaired = True
     min_paired = 2
     uses_torch = True
+    #: options added after results were written, with the value those results ran with: a cell
+    #: leaves them out of its key at that value, so finished runs stay reusable
+    #: (:func:`dmh.evaluation.full_params`)
+    key_neutral = {"dam_precision": "float32"}
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
@@ -204,7 +218,8 @@ class DMH(BaseHasher):
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
                  dam_stop=None, dam_agree_tol=1e-3, dam_lean=None, record_diagnostics=False, cle_dtype=None,
-                 unpaired_weight=None, unpaired_complement=None, unpaired_dam=None, cle_scaling=None):
+                 unpaired_weight=None, unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
+                 dam_precision="float32"):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -254,6 +269,7 @@ class DMH(BaseHasher):
         self.unpaired_complement = unpaired_complement
         self.unpaired_dam = unpaired_dam
         self.cle_scaling = cle_scaling
+        self.dam_precision = dam_precision
 
     def _opt(self, name):
         """An option's value: as given, or the preset's when ``None``."""
@@ -317,6 +333,7 @@ class DMH(BaseHasher):
             "cle_dtype": ("auto", "float64", "float32"),
             "unpaired_complement": ("neighbours", "ridge"),
             "cle_scaling": ("feature", "view", "auto"),
+            "dam_precision": ("float32", "bfloat16", "auto"),
         }
         if self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -394,9 +411,13 @@ class DMH(BaseHasher):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(torch_seed)
             nets = {m: dam.make_net(m, raws[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
+        self.dam_precision_ = self.dam_precision
+        if self.dam_precision == "auto":
+            self.dam_precision_ = "bfloat16" if native_bf16(device) else "float32"
         for net in nets.values():
             net.to(device)
             net.lean = bool(self._opt("dam_lean"))
+            net.precision = self.dam_precision_
         cle_dtype = self._cle_dtype(data.n_objects)
         Zs = [None, None]  # refreshed features (the inputs, standardised, in the first round)
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
@@ -577,6 +598,25 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise ParameterError("device='cuda' but torch sees no CUDA GPU; use device='cpu' or 'auto'")
     return device
+
+
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` multiplies bfloat16 natively: a CUDA GPU that torch says supports it, or
+    a CPU whose flags (Linux ``/proc/cpuinfo``) list AVX512-BF16 or AMX-BF16. Elsewhere ``False``
+    (bfloat16 would be emulated, slower than float32)."""
+    import torch
+
+    if device == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
 
 
 def align_bits(H: np.ndarray, H_ref: np.ndarray) -> np.ndarray:
