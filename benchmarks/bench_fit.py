@@ -7,7 +7,11 @@ by conjugate gradients, objective; GBE: building S^Y, steps; DAM: each network's
 refresh), and the peak resident memory of the process (and of the GPU when one is used).
 
     python benchmarks/bench_fit.py [--n 10000] [--bits 64] [--paired-ratio 1.0] [--device auto]
-        [--threads N] [--param KEY=VALUE ...] [--out bench_fit.json]
+        [--threads N] [--dtype auto] [--param KEY=VALUE ...] [--out bench_fit.json]
+
+The synthetic inputs are made, and by default (``--dtype auto``) kept, in float32
+(``CrossModalData(dtype="float32")``): the same codes as their float64 copies, half the memory
+(docs/scaling.md); ``--dtype float64`` keeps double-precision copies, as before.
 
 ``--data DATA`` fits the training split of a real dataset instead (a built-in name such as
 ``uci-digits`` or a data file; ``--n`` is then ignored), e.g. the stage times of one round of fig5's
@@ -37,9 +41,12 @@ STAGES = (
 )
 
 
-def synthetic(n: int, d_img: int = 4096, d_txt: int = 1386, n_topics: int = 24, seed: int = 0):
+def synthetic(n: int, d_img: int = 4096, d_txt: int = 1386, n_topics: int = 24, seed: int = 0,
+              dtype: str = "float32"):
     """Clustered data: each object mixes a few latent topics; images are ReLU'd random projections
-    of the topic mixture plus noise, texts are binary tags drawn from topic-specific tag rates."""
+    of the topic mixture plus noise, texts are binary tags drawn from topic-specific tag rates.
+    The features are made in float32; ``dtype="float64"`` keeps them as double-precision copies
+    (the same values, so the same codes; twice the memory)."""
     from dmh import CrossModalData
 
     rng = np.random.default_rng(seed)
@@ -58,7 +65,7 @@ def synthetic(n: int, d_img: int = 4096, d_txt: int = 1386, n_topics: int = 24, 
         txt[s : s + 8192] = rng.random((len(txt[s : s + 8192]), d_txt), dtype=np.float32) < mix[s : s + 8192] @ rates
     labels = (mix > 0.2).astype(np.uint8)
     labels[labels.sum(1) == 0, 0] = 1
-    return CrossModalData(image=img, text=txt, labels=labels, name=f"synthetic-{n}")
+    return CrossModalData(image=img, text=txt, labels=labels, name=f"synthetic-{n}", dtype=dtype)
 
 
 def write_readme(result: dict) -> None:
@@ -155,6 +162,10 @@ def main(argv=None):
                     help="threads of the fit (DMH n_threads; default: the package's setting)")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="a DMH parameter, e.g. --param gbe_solver=approx (value parsed as JSON when it can be)")
+    ap.add_argument("--dtype", choices=("auto", "float64", "float32"), default="auto",
+                    help="precision in which the input features are kept (CrossModalData dtype): auto = float32 "
+                         "for the synthetic inputs (they are made in float32: the same codes as float64, half "
+                         "the memory), the data's own float64 for --data")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cpu-clock", action="store_true",
                     help="time stages in CPU seconds of this process instead of wall seconds (for profiling "
@@ -203,8 +214,10 @@ def main(argv=None):
         from _data import load_or_exit
 
         data = load_or_exit(ap, args.data).train()
+        if args.dtype != "auto":
+            data = data.astype(args.dtype)
     else:
-        data = synthetic(args.n)
+        data = synthetic(args.n, dtype="float32" if args.dtype == "auto" else args.dtype)
     if args.paired_ratio < 1:
         data = make_semi_paired(data, args.paired_ratio, random_state=0)
     t_data = time.perf_counter() - t0
@@ -225,7 +238,7 @@ def main(argv=None):
     device = "cuda" if (args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())) else "cpu"
     result = {
         "data": args.data or "synthetic", "n_objects": data.n_objects, "n_paired": data.n_paired,
-        "image_dim": data.image.shape[1],
+        "image_dim": data.image.shape[1], "data_dtype": data.dtype,
         "text_dim": data.text.shape[1], "n_bits": args.bits, "n_rounds": args.rounds, "params": params,
         "device": device, "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
         "torch_threads": resolve_threads(args.threads),

@@ -18,6 +18,21 @@ def check_modality(modality: str) -> str:
     return modality
 
 
+#: the precisions in which :class:`dmh.data.CrossModalData` keeps its features
+FEATURE_DTYPES = ("float64", "float32")
+
+
+def check_feature_dtype(dtype, name: str = "dtype") -> np.dtype:
+    """``dtype`` (a name or numpy dtype) as one of :data:`FEATURE_DTYPES`, else a one-line error."""
+    try:
+        value = np.dtype(dtype) if not isinstance(dtype, bool) and dtype is not None else None
+    except TypeError:
+        value = None
+    if value is None or value.name not in FEATURE_DTYPES:
+        raise ParameterError(f"{name} must be one of {FEATURE_DTYPES}, got {dtype!r}")
+    return value
+
+
 def check_features(
     X,
     name: str,
@@ -58,14 +73,28 @@ def check_features(
     if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
         raise DataError(f"{name} is empty (shape {arr.shape})")
     arr = arr.astype(dtype, copy=False)
-    sub = arr if rows_to_check is None else arr[rows_to_check]
-    if sub.size and not np.isfinite(sub).all():
-        bad = np.flatnonzero(~np.isfinite(sub).all(axis=1))
+    bad = _non_finite_rows(arr, rows_to_check)
+    if bad.size:
         raise DataError(
             f"{name} contains NaN or infinite values in {bad.size} row(s) (first: {bad[:5].tolist()}); "
             "mark a missing modality with image_mask/text_mask instead of NaN"
         )
     return arr
+
+
+def _non_finite_rows(arr: np.ndarray, rows_to_check: np.ndarray | None, step: int = 8192) -> np.ndarray:
+    """Rows of the 2-D ``arr`` (among ``rows_to_check``, a boolean mask; all when None) holding NaN
+    or infinity, checked by blocks of rows: no copy of ``arr``, no n x d boolean temporary."""
+    bad = []
+    for s in range(0, arr.shape[0], step):
+        block = arr[s : s + step]
+        rows = np.arange(s, s + block.shape[0])
+        if rows_to_check is not None:
+            keep = rows_to_check[s : s + step]
+            block, rows = block[keep], rows[keep]
+        if block.size and not np.isfinite(block).all():
+            bad.append(rows[~np.isfinite(block).all(axis=1)])
+    return np.concatenate(bad) if bad else np.empty(0, np.int64)
 
 
 def check_mask(mask, name: str, n: int) -> np.ndarray:

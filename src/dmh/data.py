@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ._validation import (
+    check_feature_dtype,
     check_features,
     check_index,
     check_labels,
@@ -51,6 +52,12 @@ class CrossModalData:
         object's image / text came from (-1 where the object has no such modality).
     name : str
         A label for reports.
+    dtype : {"float64", "float32"}
+        The precision in which the features are kept. ``"float64"`` (default): every input is
+        converted to double precision, as every documented result was made. ``"float32"``: kept in
+        single precision (float32 inputs without a copy), half the memory; for large training sets
+        (``benchmarks/bench_fit.py --float32``, docs/scaling.md). Inputs that float32 holds exactly
+        (float32 arrays, binary or small integer features) give DMH the same codes either way.
     """
 
     image: np.ndarray
@@ -64,8 +71,10 @@ class CrossModalData:
     image_origin: np.ndarray | None = field(default=None, repr=False)
     text_origin: np.ndarray | None = field(default=None, repr=False)
     name: str = ""
+    dtype: str = "float64"
 
     def __post_init__(self):
+        dtype = check_feature_dtype(self.dtype)
         img = np.asarray(self.image) if self.image is not None else None
         if img is None or img.ndim != 2:
             raise DataError(
@@ -81,8 +90,8 @@ class CrossModalData:
         text_mask = (
             np.ones(n, bool) if self.text_mask is None else check_mask(self.text_mask, "text_mask", n)
         )
-        image = check_features(img, "image", rows_to_check=image_mask)
-        text = check_features(self.text, "text", n_rows=n, rows_to_check=text_mask)
+        image = check_features(img, "image", rows_to_check=image_mask, dtype=dtype)
+        text = check_features(self.text, "text", n_rows=n, rows_to_check=text_mask, dtype=dtype)
         if not (image_mask | text_mask).all():
             bad = np.flatnonzero(~(image_mask | text_mask))
             raise DataError(
@@ -95,6 +104,7 @@ class CrossModalData:
             text = text.copy()
             text[~text_mask] = 0.0
         set_ = object.__setattr__
+        set_(self, "dtype", dtype.name)
         set_(self, "image", image)
         set_(self, "text", text)
         set_(self, "image_mask", image_mask)
@@ -198,7 +208,15 @@ class CrossModalData:
             image_origin=take(self.image_origin),
             text_origin=take(self.text_origin),
             name=self.name if name is None else name,
+            dtype=self.dtype,
         )
+
+    def astype(self, dtype) -> CrossModalData:
+        """The same data with the features kept in ``dtype`` (``"float64"`` or ``"float32"``);
+        ``self`` when they already are."""
+        if check_feature_dtype(dtype).name == self.dtype:
+            return self
+        return replace(self, dtype=dtype)
 
     def _split(self, key: str) -> CrossModalData:
         idx = getattr(self, key)
@@ -361,8 +379,9 @@ def make_semi_paired(data: CrossModalData, paired_ratio: float, random_state=Non
     txt_only = rng.permutation(rest)
     n_u = rest.size
     d_img, d_txt = data.image.shape[1], data.text.shape[1]
-    image = np.concatenate([data.image[paired], data.image[img_only], np.zeros((n_u, d_img))])
-    text = np.concatenate([data.text[paired], np.zeros((n_u, d_txt)), data.text[txt_only]])
+    zeros = lambda d: np.zeros((n_u, d), dtype=data.dtype)  # noqa: E731
+    image = np.concatenate([data.image[paired], data.image[img_only], zeros(d_img)])
+    text = np.concatenate([data.text[paired], zeros(d_txt), data.text[txt_only]])
     ones_m, ones_u, zeros_u = np.ones(n_m, bool), np.ones(n_u, bool), np.zeros(n_u, bool)
     image_mask = np.concatenate([ones_m, ones_u, zeros_u])
     text_mask = np.concatenate([ones_m, zeros_u, ones_u])
@@ -381,4 +400,5 @@ def make_semi_paired(data: CrossModalData, paired_ratio: float, random_state=Non
         image_origin=image_origin,
         text_origin=text_origin,
         name=f"{data.name} (paired {paired_ratio:g})" if data.name else "",
+        dtype=data.dtype,
     )

@@ -312,3 +312,32 @@ def test_dam_precision_bfloat16_fits_repeats_and_is_checked(semi, toy_data):
     assert auto.dam_precision_ == ("bfloat16" if native_bf16("cpu") else "float32")
     with pytest.raises(ValueError, match="dam_precision must be one of"):
         DMH(8, dam_precision="float16", **TINY).fit(semi)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::dmh.errors.DegenerateCodesWarning")  # TINY fits, 8 bits
+@pytest.mark.parametrize("options", [{}, {"cle_dtype": "float32"}, {"preset": "paper"}, {"cle_scaling": "view"}])
+def test_float32_data_give_the_codes_of_their_float64_copy(semi, toy_data, options):
+    """Inputs that float32 holds exactly: DMH computes its scalers in float64 and standardises into
+    the same float64 values, so the fit on the float32 data is the fit on their float64 copy."""
+    exact = semi.astype("float32").astype("float64")  # the float32 values, in float64
+    a = DMH(8, random_state=0, **TINY, **options).fit(exact)
+    b = DMH(8, random_state=0, **TINY, **options).fit(exact.astype("float32"))
+    assert np.array_equal(a.codes_, b.codes_) and np.array_equal(a.features_, b.features_)
+    for m in ("image", "text"):
+        assert all(np.array_equal(x, y) for x, y in zip(a.scalers_[m], b.scalers_[m], strict=True))
+        X = getattr(toy_data, m).astype(np.float32)
+        assert np.array_equal(a.encode(X, m), b.encode(X, m))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_column_mean_std_is_numpys_bit_for_bit(dtype):
+    from dmh.methods.dmh import column_mean_std
+
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(1000, 7)) * rng.uniform(0.1, 100, 7) + 50).astype(dtype)
+    for rows in (np.ones(1000, bool), rng.random(1000) < 0.6):
+        ref = X[rows].astype(np.float64)
+        for step in (8192, 64, 333):
+            mu, sd = column_mean_std(X, rows, step=step)
+            assert np.array_equal(mu, ref.mean(0)) and np.array_equal(sd, ref.std(0))

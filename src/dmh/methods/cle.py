@@ -388,6 +388,9 @@ def find_neighbours(Zs, masks, k: int, pool: int, device: str = "cpu") -> np.nda
     k = min(k, n_m - 1)
     n = paired.size
     nbrs = np.empty((n, k), dtype=np.int64)
+    if n_m == n:  # fully paired: the views themselves, not copies of all their rows (gigabytes at 10^5)
+        nbrs[:] = paired_neighbours(Zs[0], Zs[1], k, pool, device=device)
+        return nbrs
     nbrs[P] = P[paired_neighbours(Zs[0][P], Zs[1][P], k, pool, device=device)]
     for v in (0, 1):
         only = np.flatnonzero(masks[v] & ~paired)

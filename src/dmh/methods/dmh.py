@@ -401,9 +401,7 @@ class DMH(BaseHasher):
         raws = {"image": data.image, "text": data.text}
         self.scalers_ = {}
         for m, mask in zip(modalities, masks, strict=True):
-            raw = raws[m]
-            mu = raw[mask].mean(0)
-            sd = raw[mask].std(0)
+            mu, sd = column_mean_std(raws[m], mask)
             sd[sd < 1e-12] = 1.0
             self.scalers_[m] = (mu, sd)
         X = _Standardised(raws, self.scalers_)  # recomputed when used: one n x d_v copy at a time
@@ -657,6 +655,30 @@ def sparse_view(Z: np.ndarray, observed: np.ndarray, threshold: float = SPARSE_Z
     for s in range(0, rows.size, 8192):
         nonzero += int(np.count_nonzero(Z[rows[s : s + 8192]]))
     return 1.0 - nonzero / (rows.size * Z.shape[1]) >= threshold
+
+
+def column_mean_std(X: np.ndarray, rows: np.ndarray, step: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and (population) standard deviation, in float64, of each column of ``X`` over the rows
+    where the boolean ``rows`` is true: the values of ``X[rows].mean(0)`` and ``X[rows].std(0)`` on
+    the float64 inputs, bit for bit (numpy sums a column's rows in order, so a running sum over
+    blocks of rows adds the same numbers in the same order), but without a copy of ``X`` or an
+    n x d float64 temporary, and the same for float32 inputs as for their float64 copy."""
+    def blocks():
+        idx = None if rows.all() else np.flatnonzero(rows)
+        n = X.shape[0] if idx is None else idx.size
+        for s in range(0, n, step):
+            yield np.asarray(X[s : s + step] if idx is None else X[idx[s : s + step]], dtype=np.float64)
+
+    def running_sum(parts):
+        total = None
+        for part in parts:  # the running total put first: the same additions, in the same order
+            total = part.sum(0) if total is None else np.add.reduce(np.concatenate([total[None], part]), axis=0)
+        return total
+
+    count = int(rows.sum())
+    mu = running_sum(blocks()) / count
+    var = running_sum((b - mu) * (b - mu) for b in blocks()) / count
+    return mu, np.sqrt(var)
 
 
 class _Standardised:
