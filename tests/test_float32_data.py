@@ -92,3 +92,22 @@ def test_every_method_fits_encodes_and_evaluates_float32_data(name):
         assert codes.shape == (64, 8) and codes.dtype == np.int8 and np.isin(codes, (-1, 1)).all()
     scores = evaluate_model(model, data.query(), data.database())
     assert all(np.isfinite(s["map"]) for s in scores.values())
+
+
+def test_loaders_keep_float32_when_asked(tmp_path):
+    from dmh import load_dataset
+    from dmh.io import save_data
+
+    builtin = load_dataset("uci-digits")
+    assert builtin.dtype == "float64" and builtin.image.dtype == np.float64  # the default path, unchanged
+    single = load_dataset("uci-digits", dtype="float32")
+    assert single.image.dtype == single.text.dtype == np.float32
+    assert np.array_equal(single.image, builtin.image.astype(np.float32))
+    assert np.array_equal(single.query_idx, builtin.query_idx)
+    image, text, y, *_ = _toy()
+    path = save_data(CrossModalData(image=image, text=text, labels=y), tmp_path / "toy.npz")
+    assert load_dataset(path).image.dtype == np.float64
+    loaded = load_dataset(path, dtype="float32")
+    assert loaded.image.dtype == np.float32 and np.array_equal(loaded.image, image)
+    with pytest.raises(ParameterError, match="^dtype must be one of"):
+        load_dataset("uci-digits", dtype="half")

@@ -48,6 +48,7 @@ import numpy as np
 
 from ._archive import check_readable_file, read_npz
 from ._atomic import atomic_path
+from ._validation import check_feature_dtype
 from .data import CrossModalData
 from .errors import DataError, DataFileError, DmhError, OutputError, check_finite_memory
 
@@ -149,16 +150,19 @@ def _read_mat73(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def load_data(path, *, query_size=0.2, train_size=10_000, random_state=0, name: str | None = None) -> CrossModalData:
-    """Load a data file in the generic or the MATLAB toolkit layout (see the module docstring)."""
+def load_data(path, *, query_size=0.2, train_size=10_000, random_state=0, name: str | None = None,
+              dtype="float64") -> CrossModalData:
+    """Load a data file in the generic or the MATLAB toolkit layout (see the module docstring).
+    ``dtype``: the precision the features are kept in (see :class:`~dmh.data.CrossModalData`)."""
+    dtype = check_feature_dtype(dtype).name
     path = Path(path)
     arrays = read_arrays(path)
     name = name if name is not None else path.stem
     try:
         if "image" in arrays or "text" in arrays:
-            data = _from_generic(arrays, path, name)
+            data = _from_generic(arrays, path, name, dtype)
         elif "I_tr" in arrays or "T_tr" in arrays:
-            data = _from_toolkit(arrays, path, name)
+            data = _from_toolkit(arrays, path, name, dtype)
         else:
             raise DataFileError(
                 path,
@@ -174,7 +178,7 @@ def load_data(path, *, query_size=0.2, train_size=10_000, random_state=0, name: 
         raise DataFileError(path, str(exc)) from None
 
 
-def _from_generic(arrays, path, name) -> CrossModalData:
+def _from_generic(arrays, path, name, dtype="float64") -> CrossModalData:
     for key in ("image", "text"):
         if key not in arrays:
             what = "n x d_img image" if key == "image" else "n x d_txt text"
@@ -190,7 +194,7 @@ def _from_generic(arrays, path, name) -> CrossModalData:
     n = np.asarray(kwargs["image"]).shape[0]
     if lab is not None and lab.ndim == 2 and lab.shape[0] == 1 and n != 1:  # MATLAB row vector
         kwargs["labels"] = lab.reshape(-1)
-    return CrossModalData(**kwargs, name=name)
+    return CrossModalData(**kwargs, name=name, dtype=dtype)
 
 
 def _toolkit_labels(arrays, part, path):
@@ -200,7 +204,7 @@ def _toolkit_labels(arrays, part, path):
     return None
 
 
-def _from_toolkit(arrays, path, name) -> CrossModalData:
+def _from_toolkit(arrays, path, name, dtype="float64") -> CrossModalData:
     parts = []
     for part in ("tr", "te", "db"):
         img, txt = arrays.get(f"I_{part}"), arrays.get(f"T_{part}")
@@ -251,6 +255,7 @@ def _from_toolkit(arrays, path, name) -> CrossModalData:
         query_idx=ranges["te"],
         database_idx=ranges.get("db", ranges["tr"]),
         name=name,
+        dtype=dtype,
     )
 
 

@@ -132,6 +132,47 @@ def test_exact_y_update_solves_the_linear_system(lam, dtype):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-7 * np.abs(want).max())
 
 
+def _cg_lowp_as_before(A, IW, IWt, lam, rhs, Y, max_iter, tol, diagonal=False):
+    """:func:`cle._cg_lowp` as it was written before its temporaries were trimmed (the reference)."""
+    def op(Y):
+        out = Y * A if diagonal else Y @ A
+        out += (2.0 * lam) * (IWt @ (IW @ Y))
+        return out
+
+    stop = tol * tol * max(cle._sq(rhs), np.finfo(float).tiny)
+    R = rhs
+    R -= op(Y)
+    P = R.copy()
+    rr = cle._sq(R)
+    for _ in range(max_iter):
+        if rr <= stop:
+            break
+        AP = op(P)
+        alpha = rr / cle._dot(P, AP)
+        Y += alpha * P
+        R -= alpha * AP
+        rr_new = cle._sq(R)
+        P *= rr_new / rr
+        P += R
+        rr = rr_new
+    return Y
+
+
+@pytest.mark.parametrize("lam", [0.1, 1000.0])  # the plain and the eigenbasis iteration
+def test_float32_y_update_is_bit_for_bit_what_it_was(lam, monkeypatch):
+    # the float32 path keeps fewer n x d arrays alive at once; its values must not change
+    Zs, masks, rng = _problem(n=300)
+    nbrs, Y, w, Zbars, Qs = _state(Zs, masks, rng, d=5)
+    Wm = cle.weight_matrix(nbrs, w, Y.shape[0]).astype(np.float32)
+    Zbars, Y = [Z.astype(np.float32) for Z in Zbars], Y.astype(np.float32)
+    Zbars[0][:3] = -0.0  # exact (negative) zeros in the right-hand side: sum() makes them +0.0
+    got = cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01)
+    monkeypatch.setattr(cle, "_cg_lowp", _cg_lowp_as_before)
+    monkeypatch.setattr(cle, "_sum_products", lambda Zs, Qs: sum(Z @ Q for Z, Q in zip(Zs, Qs, strict=True)))
+    want = cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01)
+    assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_jacobi_update_matches_eq25():
     Zs, masks, rng = _problem()
     nbrs, Y, w, Zbars, Qs = _state(Zs, masks, rng)

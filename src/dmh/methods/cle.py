@@ -214,11 +214,11 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
         low = Y0.dtype
         if not rotate:
             return _cg_lowp(A.astype(low), IW.astype(low), IWt.astype(low), lam,
-                            sum(Z @ Q.astype(low) for Z, Q in zip(Zbars, Qs, strict=True)), Y0.copy(),
+                            _sum_products(Zbars, [Q.astype(low) for Q in Qs]), Y0.copy(),
                             max_iter, max(tol, LOWP_CG_TOL), diagonal=False)
         Vl = V.astype(low)
         Yt = _cg_lowp(s.astype(low), IW.astype(low), IWt.astype(low), lam,
-                      sum(Z @ (Q @ V).astype(low) for Z, Q in zip(Zbars, Qs, strict=True)), Y0 @ Vl,
+                      _sum_products(Zbars, [(Q @ V).astype(low) for Q in Qs]), Y0 @ Vl,
                       max_iter, max(tol, LOWP_CG_TOL), diagonal=True)
         return Yt @ Vl.T
 
@@ -251,6 +251,19 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
     return Y @ V.T if rotate else Y
 
 
+def _sum_products(Zs, Qs) -> np.ndarray:
+    """``sum(Z @ Q for Z, Q in zip(Zs, Qs))``, the same values, in place: one n x d temporary at a
+    time (``sum`` adds the first product to 0 into a new array, then each next into another)."""
+    out = None
+    for Z, Q in zip(Zs, Qs, strict=True):
+        if out is None:
+            out = Z @ Q
+            out += 0  # as sum's 0 + first product: -0.0 becomes 0.0
+        else:
+            out += Z @ Q
+    return out
+
+
 #: relative residual at which the float32 conjugate gradients stop (float32 cannot reach 1e-8)
 LOWP_CG_TOL = 1e-5
 
@@ -272,9 +285,11 @@ def _cg_lowp(A, IW, IWt, lam, rhs, Y0, max_iter, tol, diagonal: bool = False):
     residual ``tol``. ``A`` is the d x d matrix, or with ``diagonal`` its eigenvalues (the iteration
     in its eigenbasis). ``rhs`` is overwritten (it becomes the residual), ``Y0`` is updated in place
     and returned."""
-    def op(Y):
+    def op(Y):  # the same operations as `Y @ A + (2 lam) * (IWt @ (IW @ Y))`, fewer n x d arrays alive at once
+        local = IWt @ (IW @ Y)
+        local *= 2.0 * lam
         out = Y * A if diagonal else Y @ A
-        out += (2.0 * lam) * (IWt @ (IW @ Y))
+        out += local
         return out
 
     stop = tol * tol * max(_sq(rhs), np.finfo(float).tiny)
@@ -288,8 +303,11 @@ def _cg_lowp(A, IW, IWt, lam, rhs, Y0, max_iter, tol, diagonal: bool = False):
             break
         AP = op(P)
         alpha = rr / _dot(P, AP)
-        Y += alpha * P
-        R -= alpha * AP
+        AP *= alpha  # R -= alpha * AP and Y += alpha * P, elementwise as before, in AP's memory
+        R -= AP
+        np.multiply(P, alpha, out=AP)
+        Y += AP
+        del AP
         rr_new = _sq(R)
         P *= rr_new / rr
         P += R

@@ -442,6 +442,7 @@ class DMH(BaseHasher):
                 else:  # refreshed features are this fit's own: scaled in place where the dtype allows
                     views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
                              for Z, mask in zip(Zs, masks, strict=True)]
+                    Y = None  # the last round's Y is not read again: free it before CLE makes the next
                 Zs = [None, None]
                 given = None
                 if self._opt("unpaired_complement") == "ridge" and self.complement == "lle" and not paired.all():
