@@ -167,6 +167,12 @@ def test_float32_y_update_is_bit_for_bit_what_it_was(lam, monkeypatch):
     Zbars, Y = [Z.astype(np.float32) for Z in Zbars], Y.astype(np.float32)
     Zbars[0][:3] = -0.0  # exact (negative) zeros in the right-hand side: sum() makes them +0.0
     got = cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01)
+    monkeypatch.setattr(cle, "CG_BLOCK_ROWS", 64)  # the operator's sparse product by several blocks of rows
+    assert np.array_equal(cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01).view(np.uint32), got.view(np.uint32))
+    Y_own = Y.copy()
+    in_place = cle.y_update_exact(Zbars, Qs, Wm, Y_own, lam, 0.01, overwrite=True)
+    assert np.array_equal(in_place.view(np.uint32), got.view(np.uint32))
+    assert (in_place is Y_own) == (lam < cle.ROTATE_MIN_LAM)  # the plain iteration updates Y0 in place
     monkeypatch.setattr(cle, "_cg_lowp", _cg_lowp_as_before)
     monkeypatch.setattr(cle, "_sum_products", lambda Zs, Qs: sum(Z @ Q for Z, Q in zip(Zs, Qs, strict=True)))
     want = cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01)

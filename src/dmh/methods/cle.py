@@ -191,7 +191,7 @@ ROTATE_MIN_LAM = 1.0
 
 
 def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float, eta: float,
-                   max_iter: int = 500, tol: float = 1e-8) -> np.ndarray:
+                   max_iter: int = 500, tol: float = 1e-8, overwrite: bool = False) -> np.ndarray:
     """Exact minimiser of Eq. 6 over Y: solves ``Y A + 2 lam M Y + 2 eta n Y = sum_v Zbar^v Q^v``,
     ``A = sum_v Q^v'Q^v``, ``M = (I - W)'(I - W)``, by conjugate gradients (warm-started at ``Y0``).
 
@@ -202,7 +202,10 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
     this pays (fig5's grid runs ``lambda_`` to 1000). The change of basis is orthogonal, so the
     iterates are the plain iteration's up to rounding; but rounding differences can still flip a
     code bit several stages later, so below the threshold (the default 0.1 included) the plain
-    iteration stays, and every result made with it before is reproduced bit for bit."""
+    iteration stays, and every result made with it before is reproduced bit for bit.
+
+    ``overwrite=True`` lets the float32 plain iteration update ``Y0`` in place (one n x d array
+    less; :func:`fit_cle` passes it, as it replaces its Y by the result anyway)."""
     n, d = Y0.shape
     A = sum(Q.T @ Q for Q in Qs) + 2.0 * eta * n * np.eye(d)
     IW = sparse.identity(n, format="csr") - Wm
@@ -214,7 +217,7 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
         low = Y0.dtype
         if not rotate:
             return _cg_lowp(A.astype(low), IW.astype(low), IWt.astype(low), lam,
-                            _sum_products(Zbars, [Q.astype(low) for Q in Qs]), Y0.copy(),
+                            _sum_products(Zbars, [Q.astype(low) for Q in Qs]), Y0 if overwrite else Y0.copy(),
                             max_iter, max(tol, LOWP_CG_TOL), diagonal=False)
         Vl = V.astype(low)
         Yt = _cg_lowp(s.astype(low), IW.astype(low), IWt.astype(low), lam,
@@ -264,6 +267,9 @@ def _sum_products(Zs, Qs) -> np.ndarray:
     return out
 
 
+#: rows of ``(I - W)'`` per sparse product in the float32 conjugate gradients' operator
+CG_BLOCK_ROWS = 8192
+
 #: relative residual at which the float32 conjugate gradients stop (float32 cannot reach 1e-8)
 LOWP_CG_TOL = 1e-5
 
@@ -285,29 +291,39 @@ def _cg_lowp(A, IW, IWt, lam, rhs, Y0, max_iter, tol, diagonal: bool = False):
     residual ``tol``. ``A`` is the d x d matrix, or with ``diagonal`` its eigenvalues (the iteration
     in its eigenbasis). ``rhs`` is overwritten (it becomes the residual), ``Y0`` is updated in place
     and returned."""
-    def op(Y):  # the same operations as `Y @ A + (2 lam) * (IWt @ (IW @ Y))`, fewer n x d arrays alive at once
-        local = IWt @ (IW @ Y)
-        local *= 2.0 * lam
-        out = Y * A if diagonal else Y @ A
-        out += local
+    step = CG_BLOCK_ROWS
+    IWt_rows = [IWt[s : s + step] for s in range(0, IWt.shape[0], step)]  # a CSR row slice keeps each row's sum order
+
+    def op(Y, out):
+        """``Y @ A + (2 lam) * (IWt @ (IW @ Y))`` into ``out``, the same operations elementwise, with
+        one more n x d array (``IW @ Y``) and a block of rows alive instead of three."""
+        t = IW @ Y
+        if diagonal:
+            np.multiply(Y, A, out=out)
+        else:
+            np.matmul(Y, A, out=out)
+        for i, rows in enumerate(IWt_rows):
+            block = rows @ t
+            block *= 2.0 * lam
+            out[i * step : i * step + block.shape[0]] += block
         return out
 
     stop = tol * tol * max(_sq(rhs), np.finfo(float).tiny)
     Y = Y0
     R = rhs
-    R -= op(Y)
+    AP = op(Y, np.empty_like(Y))  # one buffer for every product of the iteration
+    R -= AP
     P = R.copy()
     rr = _sq(R)
     for _ in range(max_iter):
         if rr <= stop:
             break
-        AP = op(P)
+        op(P, AP)
         alpha = rr / _dot(P, AP)
         AP *= alpha  # R -= alpha * AP and Y += alpha * P, elementwise as before, in AP's memory
         R -= AP
         np.multiply(P, alpha, out=AP)
         Y += AP
-        del AP
         rr_new = _sq(R)
         P *= rr_new / rr
         P += R
@@ -474,7 +490,7 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
                 Zbars = [_given(Zb, G) for Zb, G in zip(Zbars, complement_given, strict=True)]
         with _timed(timings, "y"):
             if y_method == "exact":
-                Y = y_update_exact(Zbars, Qs, Wm, Y, lam, eta)
+                Y = y_update_exact(Zbars, Qs, Wm, Y, lam, eta, overwrite=True)  # Y is this fit's own
             elif y_method == "jacobi":
                 Y = y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
             else:
