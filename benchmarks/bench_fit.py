@@ -115,10 +115,11 @@ def _rss_gib() -> float:
         return float("nan")
 
 
-def log_stages(t_start: float):
+def log_stages(t_start: float, log: list | None = None):
     """Print each CLE, GBE and DAM call to stderr as it ends (wall seconds since ``t_start``), so a
-    fit stopped by a time limit still says how far it got and what each stage took. Returns a
-    function that puts the package's functions back."""
+    fit stopped by a time limit still says how far it got and what each stage took; ``log``, when
+    given, gets one dict per call (stage, seconds, resident memory then and the peak so far).
+    Returns a function that puts the package's functions back."""
     from dmh.methods import cle, dam, gbe
 
     originals = []
@@ -132,8 +133,12 @@ def log_stages(t_start: float):
             out = real(*args, **kwargs)
             now = time.perf_counter()
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
-            print(f"[{now - t_start:7.1f} s] {label} {now - t0:.1f} s, resident {_rss_gib():.2f} GiB "
+            rss = _rss_gib()
+            print(f"[{now - t_start:7.1f} s] {label} {now - t0:.1f} s, resident {rss:.2f} GiB "
                   f"(peak so far {peak:.2f})", file=sys.stderr, flush=True)
+            if log is not None:
+                log.append({"stage": label, "end_s": round(now - t_start, 1), "seconds": round(now - t0, 1),
+                            "rss_gib": round(rss, 2), "peak_gib": round(peak, 2)})
             return out
 
         setattr(module, name, timed)
@@ -147,6 +152,39 @@ def log_stages(t_start: float):
             setattr(module, name, real)
 
     return restore
+
+
+def trace_peaks(step_gib: float = 0.05, every_s: float = 0.02):
+    """Sample this process's resident memory from a thread; each time it rises ``step_gib`` above
+    the highest value seen, record it with the main thread's innermost calls (where the memory is
+    being taken). Returns a function that stops the sampling and returns the records."""
+    import threading
+    import traceback
+
+    main_id = threading.get_ident()
+    records, stop = [], threading.Event()
+
+    def sample():
+        best = 0.0
+        while not stop.is_set():
+            rss = _rss_gib()
+            if rss > best + step_gib:
+                best = rss
+                frame = sys._current_frames().get(main_id)
+                calls = traceback.extract_stack(frame)[-5:] if frame is not None else []
+                records.append({"rss_gib": round(rss, 2), "calls": [
+                    f"{Path(c.filename).name}:{c.lineno}:{c.name}" for c in reversed(calls)]})
+            stop.wait(every_s)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+
+    def finish():
+        stop.set()
+        thread.join()
+        return records
+
+    return finish
 
 
 def main(argv=None):
@@ -170,6 +208,9 @@ def main(argv=None):
     ap.add_argument("--cpu-clock", action="store_true",
                     help="time stages in CPU seconds of this process instead of wall seconds (for profiling "
                          "with --threads 1 on a machine busy with other work)")
+    ap.add_argument("--trace-peak", action="store_true",
+                    help="sample resident memory from a thread and record where (the innermost calls) each new "
+                         "high was reached; the last records go into the JSON as peak_trace")
     ap.add_argument("--out", default=None, help="write the result as JSON here")
     ap.add_argument("--readme", action="store_true", help="write the result into README.md's results:bench section")
     ap.add_argument("--render", default=None, help="only write README's section from a saved result JSON")
@@ -222,7 +263,9 @@ def main(argv=None):
         data = make_semi_paired(data, args.paired_ratio, random_state=0)
     t_data = time.perf_counter() - t0
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
-    restore = log_stages(t0)
+    rss_log = []
+    restore = log_stages(t0, rss_log)
+    trace = trace_peaks() if args.trace_peak else None
     model = DMH(args.bits, n_rounds=args.rounds, random_state=args.seed, device=args.device,
                 n_threads=args.threads, verbose=sys.stderr.isatty(), **params)
     t0 = time.perf_counter()
@@ -232,6 +275,7 @@ def main(argv=None):
         ap.error(str(exc))
     finally:
         restore()
+        peak_trace = trace()[-12:] if trace else None
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     stages = model.history_["time"]
@@ -247,7 +291,8 @@ def main(argv=None):
         "per_round_seconds": [{k: round(v, 2) for k, v in s.items()} for s in stages],
         "per_submodel_seconds": {k: round(sum(s.get(k, 0.0) for s in stages), 1) for k in ("cle", "gbe", "dam")},
         "per_stage_seconds": {k: round(sum(s.get(k, 0.0) for s in stages), 2) for k, _ in STAGES},
-        "peak_rss_gib": round(peak, 2), "rss_after_data_gib": round(rss_before, 2),
+        "peak_rss_gib": round(peak, 2), "rss_after_data_gib": round(rss_before, 2), "rss_log": rss_log,
+        "peak_trace": peak_trace,
         "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 1024**3, 2) if device == "cuda" else None,
         "data_seconds": round(t_data, 1),
         "cle_iterations": [len(h) for h in model.history_["cle"]],

@@ -107,6 +107,27 @@ def test_bench_fit_on_a_dataset_logs_each_stage_and_restores_the_package(tmp_pat
     assert (cle.fit_cle, gbe.fit_gbe, dam.train_net) == before
 
 
+def test_bench_fit_keeps_its_synthetic_inputs_in_float32_with_the_codes_of_float64(tmp_path):
+    import bench_fit
+
+    small = ["--n", "300", "--bits", "8", "--rounds", "2", "--device", "cpu", "--threads", "1",
+             "--param", "hidden_size=32", "--param", "d=8", "--param", "dam_epochs=1", "--param", "gbe_max_iter=5"]
+    results = {}
+    for dtype in ("auto", "float64"):
+        out = tmp_path / f"{dtype}.json"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trace = ["--trace-peak"] if dtype == "auto" else []
+            bench_fit.main([*small, "--dtype", dtype, "--out", str(out), *trace])
+        results[dtype] = json.loads(out.read_text())
+    auto, f64 = results["auto"], results["float64"]
+    assert auto["data_dtype"] == "float32" and f64["data_dtype"] == "float64"
+    assert auto["gbe_loss"] == f64["gbe_loss"] and auto["dam_loss"] == f64["dam_loss"]  # the same fit
+    assert [r["stage"] for r in auto["rss_log"]] == ["CLE", "GBE", "DAM network", "DAM network"] * 2
+    assert all(r["peak_gib"] >= r["rss_gib"] > 0 for r in auto["rss_log"])
+    assert auto["peak_trace"] and all(t["calls"] for t in auto["peak_trace"]) and f64["peak_trace"] is None
+
+
 def test_pairing_needed_reads_two_runs_and_finds_the_first_ratio_that_stays_above(tmp_path, capsys):
     import pairing_needed
 
