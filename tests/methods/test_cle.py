@@ -270,6 +270,15 @@ def test_float32_cle_follows_float64(frac_paired):
     assert np.linalg.norm(Gb - Ga) < 1e-4 * np.linalg.norm(Ga)
 
 
+def test_scale_view_float32_same_values_whether_rows_are_sliced_or_gathered():
+    rng = np.random.default_rng(1)
+    Z = (rng.normal(size=(40, 6)) * 3 + 1).astype(np.float32)
+    every = cle.scale_view(Z, np.ones(40, bool), np.float32)  # slices of rows
+    padded = np.concatenate([Z, np.full((1, 6), 7, np.float32)])
+    gathered = cle.scale_view(padded, np.arange(41) < 40, np.float32)  # the observed rows gathered
+    assert np.array_equal(every.view(np.uint32), gathered[:40].view(np.uint32)) and not gathered[40].any()
+
+
 def test_scale_view_float32_in_place():
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(50, 7)).astype(np.float32) * 5 + 2

@@ -296,6 +296,9 @@ def test_memory_estimate_refuses_what_the_machine_cannot_hold(semi, monkeypatch)
     b64 = fit_memory_bytes(100_000, 4096, 1386, cle_bytes=8, **big)
     b32 = fit_memory_bytes(100_000, 4096, 1386, cle_bytes=4, **big)
     assert b32 < b64 - 4 * 100_000 * 2 * 4096
+    # float32 inputs (CrossModalData(dtype="float32")) count half, and fully paired views are not copied
+    f32 = fit_memory_bytes(100_000, 4096, 1386, cle_bytes=4, input_bytes=4, fully_paired=True, **big)
+    assert f32 <= b32 - 4 * 100_000 * (4096 + 1386) - 4 * 100_000 * 2 * 4096
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -341,3 +344,26 @@ def test_column_mean_std_is_numpys_bit_for_bit(dtype):
         for step in (8192, 64, 333):
             mu, sd = column_mean_std(X, rows, step=step)
             assert np.array_equal(mu, ref.mean(0)) and np.array_equal(sd, ref.std(0))
+
+
+def test_refresh_reads_the_inputs_by_blocks_with_the_same_values(semi):
+    from functools import partial
+
+    import torch
+
+    from dmh.methods import dam
+    from dmh.methods.dmh import _Standardised, column_mean_std, hidden_features
+
+    raws = {"image": semi.image, "text": semi.text}
+    X = _Standardised(raws, {m: column_mean_std(raws[m], semi.mask(m)) for m in raws})
+    for m in ("image", "text"):
+        mask = semi.mask(m)
+        whole = X.float32(m, mask)
+        assert np.array_equal(np.concatenate([X.float32(m, mask, a, a + 7, step=3) for a in range(0, len(whole), 7)]),
+                              whole)
+        torch.manual_seed(0)
+        net = dam.make_net(m, raws[m].shape[1], 8, (16,))
+        for rows in (5, 8 * 2048):  # the same calls of the network as with the whole array
+            want = hidden_features(net, whole, mask, 16, rows_per_call=rows)
+            got = hidden_features(net, partial(X.float32, m, mask), mask, 16, rows_per_call=rows)
+            assert np.array_equal(got, want) and not got[~mask].any()

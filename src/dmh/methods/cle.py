@@ -540,13 +540,14 @@ def _scale_view_lowp(Z: np.ndarray, observed: np.ndarray, dtype, inplace: bool) 
     out = Z if inplace and Z.dtype == dtype and Z.flags.c_contiguous else np.array(Z, dtype=dtype)
     rows = np.flatnonzero(observed)
     step = 8192
+    every = rows.size == out.shape[0]  # all rows observed: blocks are slices, not copies
     mu = np.zeros(out.shape[1])
     for s in range(0, rows.size, step):
-        mu += out[rows[s : s + step]].sum(0, dtype=np.float64)
+        mu += (out[s : s + step] if every else out[rows[s : s + step]]).sum(0, dtype=np.float64)
     mu /= max(rows.size, 1)
     ss = 0.0
     for s in range(0, rows.size, step):
-        block = out[rows[s : s + step]] - mu
+        block = (out[s : s + step] if every else out[rows[s : s + step]]) - mu
         ss += float(np.einsum("ij,ij->", block, block))
     scale = np.sqrt(ss / max(rows.size, 1))
     mu32 = mu.astype(dtype)

@@ -7,6 +7,7 @@ of :mod:`dmh.methods.cle`, :mod:`dmh.methods.gbe` and :mod:`dmh.methods.dam` for
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -378,6 +379,7 @@ class DMH(BaseHasher):
             n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits_,
             cle_bytes=self._cle_dtype(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
             exact_gbe=self.gbe_solver == "exact" or (self.gbe_solver == "auto" and n < _approx_min_n()),
+            input_bytes=data.image.itemsize, fully_paired=data.is_fully_paired,
         )
         check_finite_memory(n_bytes, "DMH", f"hidden_size={self.hidden_size}, d={self.d}, n_bits={self.n_bits_}")
 
@@ -524,7 +526,7 @@ class DMH(BaseHasher):
             t1 = time.perf_counter()
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
-                    Zs[i] = hidden_features(nets[m], X.float32(m, mask), mask, self.hidden_size)
+                    Zs[i] = hidden_features(nets[m], partial(X.float32, m, mask), mask, self.hidden_size)
             t["refresh"] = time.perf_counter() - t1
             t["dam"] = time.perf_counter() - t0
             history["time"].append(t)
@@ -694,30 +696,37 @@ class _Standardised:
         mu, sd = self.scalers[m]
         return (self.raws[m] - mu) / sd
 
-    def float32(self, m: str, mask: np.ndarray | None = None, step: int = 8192) -> np.ndarray:
+    def float32(self, m: str, mask: np.ndarray | None = None, start: int = 0, stop: int | None = None,
+                step: int = 8192) -> np.ndarray:
         """The rows of ``mask`` (all when None) as float32, computed by blocks of rows: the values the
-        networks see (they cast to float32), without a float64 n x d_v temporary."""
+        networks see (they cast to float32), without a float64 n x d_v temporary. ``start``,
+        ``stop``: only those of them (positions among the rows of ``mask``; each row's values are
+        the same however the rows are cut)."""
         raw = self.raws[m]
         mu, sd = self.scalers[m]
         rows = None if mask is None or mask.all() else np.flatnonzero(mask)
-        n = raw.shape[0] if rows is None else rows.size
-        out = np.empty((n, raw.shape[1]), dtype=np.float32)
-        for s in range(0, n, step):
-            block = raw[s : s + step] if rows is None else raw[rows[s : s + step]]
-            out[s : s + step] = (block - mu) / sd
+        total = raw.shape[0] if rows is None else rows.size
+        stop = total if stop is None else min(stop, total)
+        out = np.empty((max(stop - start, 0), raw.shape[1]), dtype=np.float32)
+        for s in range(start, stop, step):
+            e = min(s + step, stop)
+            block = raw[s:e] if rows is None else raw[rows[s:e]]
+            out[s - start : e - start] = (block - mu) / sd
         return out
 
 
-def hidden_features(net, X_obs: np.ndarray, mask: np.ndarray, width: int, rows_per_call: int = 8 * 2048) -> np.ndarray:
+def hidden_features(net, X_obs, mask: np.ndarray, width: int, rows_per_call: int = 8 * 2048) -> np.ndarray:
     """The hidden-layer features ``z^v`` of the observed objects (``X_obs``: their inputs, one row
-    each, in order; zeros for the others), float32, written block by block into one n x width array
-    (``dam.net_outputs``'s batches of 2048 rows are those of one call, so the values are too)."""
+    each, in order, or a function ``X_obs(start, stop)`` giving those rows, so that the whole input
+    array is never held; zeros for the others), float32, written block by block into one n x width
+    array (``dam.net_outputs``'s batches of 2048 rows are those of one call, so the values are too)."""
     from . import dam
 
     Z = np.zeros((mask.size, width), dtype=np.float32)  # exact: outputs are float32
     rows = np.flatnonzero(mask)
     for s in range(0, rows.size, rows_per_call):
-        Z[rows[s : s + rows_per_call]] = dam.net_outputs(net, X_obs[s : s + rows_per_call], features=True)
+        X_part = X_obs(s, s + rows_per_call) if callable(X_obs) else X_obs[s : s + rows_per_call]
+        Z[rows[s : s + rows_per_call]] = dam.net_outputs(net, X_part, features=True)
     return Z
 
 
@@ -728,26 +737,44 @@ def _approx_min_n() -> int:
 
 
 def fit_memory_bytes(n: int, d_image: int, d_text: int, *, hidden: int = 4096, d: int = 512, n_bits: int = 64,
-                     cle_bytes: int = 8, refresh: bool = True, exact_gbe: bool = False) -> float:
+                     cle_bytes: int = 8, refresh: bool = True, exact_gbe: bool = False, input_bytes: int = 8,
+                     fully_paired: bool = False) -> float:
     """Estimated peak resident memory (bytes) of a DMH fit on ``n`` objects, the inputs included.
 
     The terms, from the arrays the fit holds at its fullest moment (see docs/scaling.md for the
     peaks measured against it): the inputs as :class:`~dmh.data.CrossModalData` keeps them
-    (float64); the largest stage of a round among CLE (its scaled views, in ``cle_bytes`` per
-    value, plus about 12 n x d arrays of Y, conjugate gradients and neighbour search), GBE (Y
-    in float64 and float32, the neighbour search's 1 GiB blocks, the exact solver's n x n cache)
-    and DAM (one modality's float32 inputs plus the refreshed features); the networks with their
-    gradients and Adam moments; and about 1.1 GiB of interpreter, libraries and allocator slack.
-    Against measured peaks (paper shape, 64 bits, float32 CLE, 2 rounds): 2.67 GiB estimated for
-    2.66 measured at 10,000 objects, 3.68 for 3.47 at 20,000.
+    (``input_bytes`` per value: 8 for its default float64, 4 for ``dtype="float32"``); the largest
+    stage of a round among CLE, GBE (Y in float64 and float32, the neighbour search's 1 GiB
+    blocks, the exact solver's n x n cache) and DAM (one modality's float32 inputs beside the
+    refreshed features); the networks with their gradients and Adam moments; and about
+    ``FIT_MEMORY_BASE`` of interpreter, libraries and allocator slack. CLE holds its scaled views
+    (``cle_bytes`` per value; with ``fully_paired=False`` also the neighbour search's copies of
+    their paired rows) and, in float32, at most 5 n x d arrays of its conjugate gradients or the
+    neighbour search's blocks of distances; in float64 (small n) about 12 n x d arrays and the
+    float64 temporaries of the standardisation.
+    Against measured peaks (paper shape, 64 bits, float32 CLE, 2 rounds, fully paired, float32
+    inputs): see docs/scaling.md, "Fitting 10^5 objects in 8 GB".
     """
     n, d_in, d_max = float(n), float(d_image + d_text), float(max(d_image, d_text))
     b = float(cle_bytes)
-    inputs = 8.0 * n * d_in
-    views1 = b * n * d_in + (8.0 * 3 * n * d_max if b == 8 else 4.0 * n * min(d_max, 8192))
-    views2 = (b * 2 * n * hidden + (4.0 * 2 * n * hidden + 8.0 * 2 * n * hidden if b == 8 else 0.0)) if refresh else 0.0
-    cle_work = 12.0 * b * n * d + min(2**28, 12.0 * n * min(n, 2048))
+    inputs = float(input_bytes) * n * d_in
+    knn = min(2**28, 12.0 * n * min(n, 2048))
+    if b == 8:
+        views1 = b * n * d_in + 8.0 * 3 * n * d_max
+        views2 = (b * 2 * n * hidden + 4.0 * 2 * n * hidden + 8.0 * 2 * n * hidden) if refresh else 0.0
+        cle_work = 12.0 * b * n * d + knn
+    else:
+        copies = 1.0 if fully_paired else 2.0  # the views, and without full pairing their paired rows' copies
+        views1 = copies * b * n * d_in
+        views2 = copies * b * 2 * n * hidden if refresh else 0.0
+        cle_work = max(5.0 * b * n * d, knn)
     gbe = 12.0 * n * d + min(2.0**30, 8.0 * n * n) + (min(4.0 * n * n, 2.0**31) if exact_gbe else 200.0 * n * 8)
-    dam = 4.0 * n * d_max + (4.0 * 2 * n * hidden if refresh else 0.0)
+    # DAM: one modality's float32 inputs; the refresh: both views' features and a block of inputs
+    dam = max(4.0 * n * d_max, (4.0 * 2 * n * hidden + 4.0 * min(n, 16384) * d_max) if refresh else 0.0)
     nets = 4.0 * 4 * hidden * (d_in + 2 * n_bits + 4)
-    return inputs + max(max(views1, views2) + cle_work, gbe, dam) + nets + 1.1 * 2.0**30
+    return inputs + max(max(views1, views2) + cle_work, gbe, dam) + nets + FIT_MEMORY_BASE
+
+
+#: the part of :func:`fit_memory_bytes` that does not grow with the data: interpreter, numpy, torch,
+#: allocator slack (bytes)
+FIT_MEMORY_BASE = 1.1 * 2.0**30
