@@ -115,6 +115,22 @@ def _rss_gib() -> float:
         return float("nan")
 
 
+def _heap_free_gib() -> float | None:
+    """Memory the C heap holds free (glibc ``mallinfo2().fordblks``), in GiB; None elsewhere."""
+    import ctypes
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    return mallinfo2().fordblks / 1024**3
+
+
 def log_stages(t_start: float, log: list | None = None):
     """Print each CLE, GBE and DAM call to stderr as it ends (wall seconds since ``t_start``), so a
     fit stopped by a time limit still says how far it got and what each stage took; ``log``, when
@@ -137,8 +153,10 @@ def log_stages(t_start: float, log: list | None = None):
             print(f"[{now - t_start:7.1f} s] {label} {now - t0:.1f} s, resident {rss:.2f} GiB "
                   f"(peak so far {peak:.2f})", file=sys.stderr, flush=True)
             if log is not None:
+                heap_free = _heap_free_gib()
                 log.append({"stage": label, "end_s": round(now - t_start, 1), "seconds": round(now - t0, 1),
-                            "rss_gib": round(rss, 2), "peak_gib": round(peak, 2)})
+                            "rss_gib": round(rss, 2), "peak_gib": round(peak, 2),
+                            "heap_free_gib": None if heap_free is None else round(heap_free, 2)})
             return out
 
         setattr(module, name, timed)

@@ -367,3 +367,22 @@ def test_refresh_reads_the_inputs_by_blocks_with_the_same_values(semi):
             want = hidden_features(net, whole, mask, 16, rows_per_call=rows)
             got = hidden_features(net, partial(X.float32, m, mask), mask, 16, rows_per_call=rows)
             assert np.array_equal(got, want) and not got[~mask].any()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::dmh.errors.DegenerateCodesWarning")  # TINY fits, 8 bits
+def test_fit_gives_freed_memory_back_between_stages(semi, monkeypatch):
+    import sys
+
+    from dmh import _memory
+
+    if sys.platform.startswith("linux"):
+        assert _memory.release_free_memory() is True  # glibc: malloc_trim is there
+    calls = []
+    monkeypatch.setattr(_memory, "_TRIM", lambda pad: calls.append(pad) or 1)
+    a = DMH(8, random_state=0, **TINY).fit(semi)
+    # per round: after CLE, after GBE, after each network; after the refresh of each view (round 1 of 2)
+    assert calls == [0] * (2 * 4 + 2)
+    monkeypatch.setattr(_memory, "_TRIM", False)  # where there is no such call: nothing else changes
+    assert _memory.release_free_memory() is False
+    assert np.array_equal(DMH(8, random_state=0, **TINY).fit(semi).codes_, a.codes_)

@@ -11,6 +11,7 @@ from functools import partial
 
 import numpy as np
 
+from .._memory import release_free_memory
 from .._validation import check_choice, check_int, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
@@ -461,6 +462,7 @@ class DMH(BaseHasher):
                 Y = res.Y
                 history["cle"].append(res.objective)
                 views = res = given = None  # the scaled views are the largest arrays of a fit: free them now
+                release_free_memory()
                 t["cle"] = time.perf_counter() - t0
                 if bar:
                     bar.update(1)
@@ -480,6 +482,8 @@ class DMH(BaseHasher):
                     t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
                     H, H_relaxed = g.codes, g.relaxed
                     history["gbe"].append(g.loss)
+                    g = None
+                    release_free_memory()
                 else:
                     # a principal direction's sign (and, for close eigenvalues, its rank) is arbitrary:
                     # keep bit identities from round to round, as GBE's warm start does, since the
@@ -513,6 +517,7 @@ class DMH(BaseHasher):
                 history.setdefault(f"dam_{m}_agreement", []).append(agreement)
                 history[f"dam_{m}"].append(losses)
                 history.setdefault(f"dam_{m}_heldout", []).append(held_out)
+                release_free_memory()  # after one modality's float32 inputs, before the next
                 t[f"dam_{m}"] = time.perf_counter() - t1
             if self.record_diagnostics:
                 self.rounds_.append({
@@ -527,6 +532,7 @@ class DMH(BaseHasher):
             if self.refresh_features and r + 1 < self.n_rounds:
                 for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
                     Zs[i] = hidden_features(nets[m], partial(X.float32, m, mask), mask, self.hidden_size)
+                    release_free_memory()
             t["refresh"] = time.perf_counter() - t1
             t["dam"] = time.perf_counter() - t0
             history["time"].append(t)
