@@ -190,6 +190,7 @@ def trace_peaks(step_gib: float = 0.05, every_s: float = 0.02):
                 best = rss
                 frame = sys._current_frames().get(main_id)
                 calls = traceback.extract_stack(frame)[-5:] if frame is not None else []
+                frame = None  # a frame held keeps its locals (the arrays being measured) alive
                 records.append({"rss_gib": round(rss, 2), "calls": [
                     f"{Path(c.filename).name}:{c.lineno}:{c.name}" for c in reversed(calls)]})
             stop.wait(every_s)
