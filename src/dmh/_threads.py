@@ -17,6 +17,16 @@ The number of threads, in order of precedence:
 The thread count is part of "same seed, same codes": results are reproducible for a fixed count.
 Importing this module imports neither torch nor faiss; the limits are applied to the ones already
 imported (and to torch when a caller says it is about to use it).
+
+Importing it also sets ``OMP_WAIT_POLICY=PASSIVE`` in the environment unless the user has set a
+policy (:data:`WAIT_POLICY`). OpenMP threads otherwise spin at the end of every parallel region
+before they sleep; when another process holds a core (a shared server, several fits at once), a
+2-thread pool then waits a scheduler time slice at each of its regions. GBE's approximate
+gradient runs tens of thousands of small regions per round: 20 steps at 10,000 objects took 18-106 s
+with 2 threads and one other busy process on 2 cores, 6.0 s with ``PASSIVE`` (1 thread: 5.9-6.7 s;
+docs/speed.md). OpenMP (the GNU runtime that torch, MKL and faiss use) reads the variable when it
+is loaded, so it applies when dmh is imported before torch and faiss (``dmh`` on the command line,
+``import dmh`` first), and to every child process.
 """
 
 from __future__ import annotations
@@ -32,6 +42,9 @@ __all__ = ["available_cores", "default_threads", "resolve_threads", "set_threads
            "thread_limit"]
 
 _ENV_VARS = ("DMH_THREADS", "OMP_NUM_THREADS")
+#: OpenMP's wait policy set at import unless ``OMP_WAIT_POLICY`` is already set (see above)
+WAIT_POLICY = "PASSIVE"
+os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
 _setting: int | None = None  # set by set_threads(); None: from the environment / the machine
 
 
