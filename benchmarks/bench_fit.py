@@ -28,8 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 
-import dmh  # noqa: F401 - before torch: importing dmh sets OpenMP's wait policy, read when OpenMP loads
-
 #: per-round stage keys of ``DMH.history_["time"]``, in the order they run, with printed names
 STAGES = (
     ("cle_neighbours", "CLE neighbour search"), ("cle_q", "CLE Q"), ("cle_w", "CLE W"),

@@ -18,15 +18,11 @@ The thread count is part of "same seed, same codes": results are reproducible fo
 Importing this module imports neither torch nor faiss; the limits are applied to the ones already
 imported (and to torch when a caller says it is about to use it).
 
-Importing it also sets ``OMP_WAIT_POLICY=PASSIVE`` in the environment unless the user has set a
-policy (:data:`WAIT_POLICY`). OpenMP threads otherwise spin at the end of every parallel region
-before they sleep; when another process holds a core (a shared server, several fits at once), a
-2-thread pool then waits a scheduler time slice at each of its regions. GBE's approximate
-gradient runs tens of thousands of small regions per round: 20 steps at 10,000 objects took 18-106 s
-with 2 threads and one other busy process on 2 cores, 6.0 s with ``PASSIVE`` (1 thread: 5.9-6.7 s;
-docs/speed.md). OpenMP (the GNU runtime that torch, MKL and faiss use) reads the variable when it
-is loaded, so it applies when dmh is imported before torch and faiss (``dmh`` on the command line,
-``import dmh`` first), and to every child process.
+OpenMP's wait policy is left to OpenMP (spin a while at the end of a parallel region, then
+sleep). A passive wait (``OMP_WAIT_POLICY=PASSIVE``, set before torch is imported) was measured as
+a default and not kept: it made a quiet paper-scale fit about 20% slower on this project's 2-core
+machine (a virtual machine, where waking a sleeping thread is slow), and under load one thread per
+process helps far more than a passive wait (docs/evaluation.md, "Threads and concurrent fits").
 """
 
 from __future__ import annotations
@@ -42,9 +38,6 @@ __all__ = ["available_cores", "default_threads", "resolve_threads", "set_threads
            "thread_limit"]
 
 _ENV_VARS = ("DMH_THREADS", "OMP_NUM_THREADS")
-#: OpenMP's wait policy set at import unless ``OMP_WAIT_POLICY`` is already set (see above)
-WAIT_POLICY = "PASSIVE"
-os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
 _setting: int | None = None  # set by set_threads(); None: from the environment / the machine
 
 
