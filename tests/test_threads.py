@@ -159,24 +159,3 @@ def test_cli_threads_option():
 def test_cli_threads_option_rejects_bad_values(capsys):
     assert main(["--threads", "0", "info", "uci-digits"]) == 2
     assert "--threads" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("given, order, spin", [(None, "dmh, torch", "0"), ("ACTIVE", "dmh, torch", "30000000000"),
-                                               (None, "torch, dmh", "300000")])
-def test_openmp_waits_passively_unless_the_user_chose(given, order, spin):
-    """Importing dmh before torch makes OpenMP threads sleep at the end of a parallel region
-    (spin count 0) instead of spinning (OpenMP's own default: 300000) and burning time slices when
-    another process holds a core; a policy the user set is kept; torch imported first keeps
-    OpenMP's default (OpenMP reads the variable when it loads). Checked from OpenMP's own report of
-    its settings (OMP_DISPLAY_ENV)."""
-    import os
-
-    pytest.importorskip("torch")
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    env["OMP_DISPLAY_ENV"] = "VERBOSE"
-    if given:
-        env["OMP_WAIT_POLICY"] = given
-    code = f"import {order}; import torch; torch.ones(8).add(1)"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    report = out.stderr + out.stdout
-    assert f"GOMP_SPINCOUNT = '{spin}'" in report, report[-2000:]
