@@ -272,6 +272,8 @@ def _cases(root: Path) -> list[tuple[str, list[str], int, str]]:
                             f"{r}/m.npz"], 2, "gamma"),
         ("fit: gamma=inf", ["fit", f"{r}/good.npz", "--method", "dmh", "--param", "gamma=1e999", "--out",
                             f"{r}/m.npz"], 2, "gamma"),
+        ("fit: dam_precision=float16", ["fit", f"{r}/good.npz", "--method", "dmh", "--param",
+                                        "dam_precision=float16", "--out", f"{r}/m.npz"], 2, "dam_precision"),
         ("fit: hidden_size=1e13", ["fit", f"{r}/good.npz", "--method", "dmh", "--param",
                                    "dmh.hidden_size=10000000000000", "--out", f"{r}/m.npz"], 2, "hidden_size"),
         ("fit: unknown param", [*fit, "--param", "nope=1", "--out", f"{r}/m.npz"], 2, "nope"),

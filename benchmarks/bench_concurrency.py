@@ -8,8 +8,10 @@ configuration, relative to one fit alone.
 Configurations: ``old`` runs the fit without any dmh thread limit (each library sizes its own
 pools, as before dmh had one setting); ``default`` runs it under dmh's default (nothing set:
 ``DMH_THREADS`` / ``OMP_NUM_THREADS`` unset, so the physical cores available); an integer ``N``
-runs it under ``dmh.set_threads(N)``. The thread environment variables are removed from the
-children's environment so that every configuration starts from the libraries' own defaults.
+runs it under ``dmh.set_threads(N)``; ``passive`` is ``default`` with ``OMP_WAIT_POLICY=PASSIVE``
+(OpenMP threads sleep at once at the end of a parallel region instead of spinning a while
+first). The thread environment variables are removed from the children's environment so that
+every configuration starts from the libraries' own defaults.
 
 Each fit runs in its own process (DMH on UCI digits' training split; the reduced settings are
 given by ``--param`` and written to the JSON). The processes of one trial import and load the data
@@ -41,7 +43,7 @@ from dmh.datasets import load_builtin
 from dmh.methods.dmh import DMH
 if config == "old":
     dmh.base.thread_limit = lambda *a, **k: contextlib.nullcontext(None)
-elif config != "default":
+elif config not in ("default", "passive"):
     dmh.set_threads(int(config))
 train = load_builtin("uci-digits").train()
 model = DMH(random_state=0, **params)
@@ -68,6 +70,8 @@ _DEFAULT_PARAMS = ["n_rounds=1", "dam_epochs=1", "hidden_size=256", "gbe_max_ite
 def trial(config: str, n_proc: int, params: dict) -> list[dict]:
     """``n_proc`` simultaneous fits under ``config``; one result dict per process."""
     env = {k: v for k, v in os.environ.items() if k not in _THREAD_ENV}
+    if config == "passive":  # OpenMP threads sleep at once at the end of a parallel region
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
     procs = [
         subprocess.Popen([sys.executable, "-c", CHILD, config, json.dumps(params)], env=env,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -77,8 +77,10 @@ def write_readme(result: dict) -> None:
         f"round {i + 1}: CLE {r.get('cle', 0):.0f} s, GBE {r.get('gbe', 0):.0f} s, DAM {r.get('dam', 0):.0f} s"
         for i, r in enumerate(result["per_round_seconds"])
     )
+    given = " ".join(f"--param {k}={json.dumps(v)}" for k, v in (result.get("params") or {}).items())
     update_readme("bench", (
-        f"`fit` at paper scale (`python benchmarks/bench_fit.py --readme`): {result['n_objects']} objects, "
+        f"`fit` at paper scale (`python benchmarks/bench_fit.py --readme{' ' + given if given else ''}`): "
+        f"{result['n_objects']} objects, "
         f"{result['image_dim']}-d image features, {result['text_dim']}-d binary text, {result['n_bits']} bits, "
         f"{result['n_rounds']} rounds, defaults otherwise, synthetic clustered inputs, "
         f"{result['torch_threads']} threads, device {result.get('device', 'cpu')}: **{result['fit_seconds']:.0f} s** "

@@ -17,6 +17,12 @@ The number of threads, in order of precedence:
 The thread count is part of "same seed, same codes": results are reproducible for a fixed count.
 Importing this module imports neither torch nor faiss; the limits are applied to the ones already
 imported (and to torch when a caller says it is about to use it).
+
+OpenMP's wait policy is left to OpenMP (spin a while at the end of a parallel region, then
+sleep). A passive wait (``OMP_WAIT_POLICY=PASSIVE``, set before torch is imported) was measured as
+a default and not kept: it made a quiet paper-scale fit about 20% slower on this project's 2-core
+machine (a virtual machine, where waking a sleeping thread is slow), and under load one thread per
+process helps far more than a passive wait (docs/evaluation.md, "Threads and concurrent fits").
 """
 
 from __future__ import annotations

@@ -205,6 +205,18 @@ def test_fit_on_cuda(semi, toy_data, tmp_path):
     assert np.array_equal(load_model(a.save(tmp_path / "m.npz")).encode(toy_data.image, "image"), codes)
 
 
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::dmh.errors.DegenerateCodesWarning")
+def test_bfloat16_products_on_cuda(semi, toy_data):
+    a = DMH(8, random_state=3, device="cuda", dam_precision="bfloat16", **TINY).fit(semi)
+    b = DMH(8, random_state=3, device="cuda", dam_precision="auto", **TINY).fit(semi)
+    assert a.dam_precision_ == "bfloat16" and b.dam_precision_ in ("bfloat16", "float32")
+    assert a.history_["dam_image"][0][-1] < a.history_["dam_image"][0][0]
+    c = DMH(8, random_state=3, device="cuda", **TINY).fit(semi)
+    assert np.mean(a.encode(toy_data.image, "image") == c.encode(toy_data.image, "image")) > 0.8
+
+
 # ---------------------------------------------------------------- bad input (issue 9)
 
 def _rand_data(n=30, seed=0, **kw):

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import ParameterError
+
 SSAH_KERNELS = (50, 30, 15, 10, 5)
 
 
@@ -248,7 +250,7 @@ class HashNet(nn.Module):
     @precision.setter
     def precision(self, value: str) -> None:
         if value not in ("float32", "bfloat16"):
-            raise ValueError(f"precision must be 'float32' or 'bfloat16', got {value!r}")
+            raise ParameterError(f"precision must be 'float32' or 'bfloat16', got {value!r}")
         self._bf16 = _Bf16Layer() if value == "bfloat16" else None
 
     @property
