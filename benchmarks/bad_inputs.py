@@ -527,6 +527,8 @@ def _api_cases(root: Path):
                                                                      image_mask=np.ones(5, bool))),
         ("CrossModalData: index 1e300", lambda: CrossModalData(image=ones, text=ones,
                                                                query_idx=np.array([1e300]))),
+        ("CrossModalData: dtype float16", lambda: CrossModalData(image=ones, text=ones, dtype="float16")),
+        ("CrossModalData.astype: dtype 'half'", lambda: good.astype("half")),
         ("make_semi_paired: ratio 2", lambda: make_semi_paired(good, 2)),
         ("make_semi_paired: ratio 'half'", lambda: make_semi_paired(good, "half")),
         ("random_split: 1 object", lambda: random_split(1)),
