@@ -56,7 +56,7 @@ class CrossModalData:
         The precision in which the features are kept. ``"float64"`` (default): every input is
         converted to double precision, as every documented result was made. ``"float32"``: kept in
         single precision (float32 inputs without a copy), half the memory; for large training sets
-        (``benchmarks/bench_fit.py --float32``, docs/scaling.md). Inputs that float32 holds exactly
+        (``benchmarks/bench_fit.py --dtype float32``, docs/scaling.md). Inputs that float32 holds exactly
         (float32 arrays, binary or small integer features) give DMH the same codes either way.
     """
 
