@@ -46,6 +46,25 @@ def test_fit_then_info(tiny_file, tmp_path):
     assert main(["info", str(tiny_file)]) == 0
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::dmh.errors.DegenerateCodesWarning")
+def test_fit_keeps_features_in_float32_when_asked(tiny_file, tmp_path, capsys):
+    """``fit --dtype float32`` (large training sets): the same codes as float64 for float32-exact
+    inputs; a bad value is click's one-line usage error."""
+    import dmh
+
+    data = dmh.load_data(tiny_file)
+    f32 = save_data(data.astype("float32").astype("float64"), tmp_path / "f32exact.npz")  # values float32 holds
+    codes = {}
+    for dtype in ("float64", "float32"):
+        model = tmp_path / f"{dtype}.npz"
+        assert main(["fit", str(f32), "--bits", "8", "--dtype", dtype, "--out", str(model), *TINY]) == 0
+        codes[dtype] = dmh.load_model(model).encode(data.image, "image")
+    assert np.array_equal(codes["float64"], codes["float32"])
+    assert main(["fit", str(f32), "--dtype", "float16", "--out", str(tmp_path / "x.npz")]) == 2
+    assert "float16" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -17,8 +17,10 @@ __all__ = ["fit"]
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--param", "params", multiple=True, help="KEY=VALUE hyperparameters")
 @click.option("--all-rows", is_flag=True, help="train on every object of DATA instead of its training split")
+@click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
+              help="precision the features are kept in; float32 halves their memory (large training sets)")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="model file (.npz)")
-def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
+def fit(data, method, bits, paired_ratio, seed, params, all_rows, dtype, out):
     """Fit one model on DATA's training set (made semi-paired when --paired-ratio < 1) and save it."""
     from .._atomic import check_writable
     from .._validation import check_n_bits, check_paired_ratio, check_seed
@@ -33,7 +35,7 @@ def fit(data, method, bits, paired_ratio, seed, params, all_rows, out):
     mparams = parse_params(params, [method])[method]
     check_params([method], {method: mparams})
     check_writable(out, "--out")  # before any work: a typo in the folder must not cost a fit
-    dataset = load_dataset(data)
+    dataset = load_dataset(data, dtype=dtype)
     train = dataset if all_rows else dataset.train()
     if paired_ratio < 1.0:
         train = make_semi_paired(train, paired_ratio, random_state=seed)
