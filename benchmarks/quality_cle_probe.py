@@ -7,6 +7,9 @@ Labels are used here for diagnosis only, never to choose.
     python benchmarks/quality_cle_probe.py DATA --variants none:512:3,none:64:3 [--gbe-bits 16,64]
         [--similarity y,fused] [--seed 0] --out FILE.json
 
+With ``--gbe-bits`` GBE also codes CCA's fused projection (in place of CLE's Y); ``--variants ''``
+runs CCA alone.
+
 A variant is ``PRE:d:k``: ``PRE`` is ``none`` (the views as the paper preset gives them to CLE:
 standardised per feature, then :func:`dmh.methods.cle.scale_view`), ``centre`` (only centred, then
 ``scale_view``: each feature keeps its scale relative to the others of its view) or a relative
@@ -84,7 +87,8 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     bits = int_list(ap, args.gbe_bits, "--gbe-bits") if args.gbe_bits else []
-    variants = [_parse_variant(ap, spec) for spec in args.variants.split(",")]
+    specs = [spec for spec in args.variants.split(",") if spec]  # empty: CCA (and the views) only
+    variants = [_parse_variant(ap, spec) for spec in specs]
     sims = args.similarity.split(",")
     if set(sims) - {"y", "fused"}:
         ap.error(f"--similarity: each must be y or fused, got {args.similarity!r}")
@@ -108,15 +112,20 @@ def main(argv=None):
     for k in sorted({min(16, r_max), min(64, r_max), r_max}):
         Wi, Wt, rho, _ = cca_directions(Xi, Xt, reg, k)
         Pi, Pt = Xi @ Wi * rho, Xt @ Wt * rho
-        res["cca"][f"k={k}"] = {"reg": reg, "fused": _map_all(_cosine(Pi + Pt, Pi + Pt), Lp),
-                                "image->text": _map_all(_cosine(Pi, Pt), Lp)}
-        print(f"CCA (reg {reg:g}) {k:3d} directions: MAP fused {res['cca'][f'k={k}']['fused']:.4f}  "
-              f"image->text {res['cca'][f'k={k}']['image->text']:.4f}", flush=True)
+        row = {"reg": reg, "fused": _map_all(_cosine(Pi + Pt, Pi + Pt), Lp),
+               "image->text": _map_all(_cosine(Pi, Pt), Lp), "gbe": {}}
+        for b in bits:  # GBE's codes from CCA's fused projection in place of CLE's Y (paired objects)
+            C = _gbe_codes(Pi + Pt, b, [], args.seed)
+            row["gbe"][f"y {b}"] = _map_all(C @ C.T, Lp)
+        res["cca"][f"k={k}"] = row
+        gtxt = "  ".join(f"GBE {key} bits {v:.4f}" for key, v in row["gbe"].items())
+        print(f"CCA (reg {reg:g}) {k:3d} directions: MAP fused {row['fused']:.4f}  "
+              f"image->text {row['image->text']:.4f}  {gtxt}", flush=True)
     for name, Z in zip(("image", "text"), std, strict=True):
         Zc = Z - Z.mean(0)
         res["views"][name] = _map_all(_cosine(Zc, Zc), L)
     print(f"views alone (cosine): image {res['views']['image']:.4f}  text {res['views']['text']:.4f}")
-    for spec, (pre, d, k) in zip(args.variants.split(","), variants, strict=True):
+    for spec, (pre, d, k) in zip(specs, variants, strict=True):
         if pre == "none":
             Zs = std
         elif pre == "centre":
