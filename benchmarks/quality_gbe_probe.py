@@ -23,7 +23,7 @@ from dmh.diagnostics import _cosine, ranking_map
 from dmh.methods import cle as cle_mod
 from dmh.methods import gbe
 from dmh.methods.dmh import sparse_view
-from dmh.selection import code_health
+from dmh.selection import code_health, neighbourhood_relevance
 
 VARIANTS = {
     "paper (clip)": {},
@@ -110,14 +110,23 @@ def main(argv=None):
                             complement_how="lle", q_method="procrustes", y_method="exact", w_reg=0.1,
                             neighbour_pool=30, rng=rng).Y
     L = label_matrix(train.labels)
-    res = {"data": args.data, "ratio": args.ratio, "scaling": args.scaling, "seed": args.seed,
+    # label-free: relevant = among each other's k nearest in both raw views (docs/quality.md section 10)
+    eye = np.eye(train.n_objects, dtype=bool)
+    full = train.paired_mask
+    R, k_nb = neighbourhood_relevance(train.image[full], train.text[full], train.image[full], train.text[full])
+    R &= ~eye[np.ix_(full, full)]
+
+    def neighbourhood_map(C):  # the codes of the fully described objects ranking each other
+        return ranking_map(C[full] @ C[full].T, R, eye[np.ix_(full, full)])
+    res = {"data": args.data, "ratio": args.ratio, "scaling": args.scaling, "seed": args.seed, "neighbourhood_k": k_nb,
            "cle_seconds": time.perf_counter() - t0, "map_Y_cosine": _map_all(_cosine(Y, Y), L), "bits": {}}
     print(f"{args.data} ratio {args.ratio}: MAP of Y (cosine) {res['map_Y_cosine']:.3f}")
     for b in [int(x) for x in args.bits.split(",")]:
         row = {}
         H0 = gbe.init_codes(Y, b, "projection", np.random.default_rng(args.seed))
         C0 = np.where(H0 > 0, 1.0, -1.0)
-        row["random projections (no GBE)"] = {"map": _map_all(C0 @ C0.T, L), **code_health(C0)}
+        row["random projections (no GBE)"] = {"map": _map_all(C0 @ C0.T, L), "neighbourhood": neighbourhood_map(C0),
+                                              **code_health(C0)}
         for name in args.variants.split(","):
             kw = _variant(name, b)
             Yv = Y / np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-12) if kw.pop("unit_rows", False) else Y
@@ -127,10 +136,11 @@ def main(argv=None):
                 g = gbe.fit_gbe(Yv, b, gamma=0.01, init="projection", max_iter=150, tol=1e-5, lr=0.05,
                                 rng=np.random.default_rng(args.seed), **kw)
             C = g.codes.astype(np.float64)
-            row[name] = {"map": _map_all(C @ C.T, L), "seconds": time.perf_counter() - t0, **code_health(C)}
+            row[name] = {"map": _map_all(C @ C.T, L), "neighbourhood": neighbourhood_map(C),
+                         "seconds": time.perf_counter() - t0, **code_health(C)}
         res["bits"][b] = row
         for name, r in row.items():
-            print(f"  {b:3d} bits  {name:28s} MAP {r['map']:.3f}  balance {r['bit_balance']:.3f}  "
+            print(f"  {b:3d} bits  {name:28s} MAP {r['map']:.3f}  label-free neighbourhood {r['neighbourhood']:.3f}  balance {r['bit_balance']:.3f}  "
                   f"|corr| {r['mean_abs_corr']:.3f}  distinct {r['distinct']:.3f}")
     out = Path(args.out)
     allres = json.loads(out.read_text()) if out.exists() else []
