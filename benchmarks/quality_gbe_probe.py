@@ -140,8 +140,8 @@ def main(argv=None):
                          "seconds": time.perf_counter() - t0, **code_health(C)}
         res["bits"][b] = row
         for name, r in row.items():
-            print(f"  {b:3d} bits  {name:28s} MAP {r['map']:.3f}  label-free neighbourhood {r['neighbourhood']:.3f}  balance {r['bit_balance']:.3f}  "
-                  f"|corr| {r['mean_abs_corr']:.3f}  distinct {r['distinct']:.3f}")
+            print(f"  {b:3d} bits  {name:28s} MAP {r['map']:.3f}  label-free neighbourhood {r['neighbourhood']:.3f}  "
+                  f"balance {r['bit_balance']:.3f}  |corr| {r['mean_abs_corr']:.3f}  distinct {r['distinct']:.3f}")
     out = Path(args.out)
     allres = json.loads(out.read_text()) if out.exists() else []
     allres.append(res)
