@@ -105,6 +105,56 @@ def test_ridge_complement_beats_neighbours_where_neighbours_mislead():
     assert err["ridge"] < 0.5 * err["neighbours"]
 
 
+def _ridge_problem(rng, n, p, t):
+    Z = rng.normal(size=(n, 8))
+    return (Z @ rng.normal(size=(8, p)) + 0.5 * rng.normal(size=(n, p)),
+            Z @ rng.normal(size=(8, t)) + 0.5 * rng.normal(size=(n, t)))
+
+
+def test_gcv_alpha_chooses_as_ridgecv_and_the_one_penalty_fit_is_ridgecvs_model(monkeypatch):
+    """The shortcut of ridge_complement: gcv_alpha picks RidgeCV's penalty from the grid, and RidgeCV
+    over that penalty alone gives the grid's model bit for bit; noise levels move the choice over the
+    grid, so several penalties are checked, not one."""
+    from sklearn.linear_model import RidgeCV
+
+    monkeypatch.setattr(unpaired, "GCV_MIN_WORK", 0)
+    rng = np.random.default_rng(3)
+    chosen = set()
+    for noise in (0.01, 0.5, 3.0, 30.0):
+        X, Y = _ridge_problem(rng, 60, 90, 7)
+        Y = Y + noise * rng.normal(size=Y.shape)
+        grid = [a * float(np.mean(np.sum(X * X, axis=1))) for a in unpaired.RIDGE_ALPHAS]
+        full = RidgeCV(alphas=grid, fit_intercept=True).fit(X, Y)
+        best = unpaired.gcv_alpha(X, Y, grid)
+        assert best == full.alpha_
+        one = RidgeCV(alphas=[best], fit_intercept=True).fit(X, Y)
+        assert np.array_equal(one.coef_, full.coef_) and np.array_equal(one.intercept_, full.intercept_)
+        chosen.add(best)
+    assert len(chosen) >= 2
+    # where it does not apply: more objects than features, a one-value grid, two equal candidates
+    X, Y = _ridge_problem(rng, 90, 60, 7)
+    assert unpaired.gcv_alpha(X, Y, grid) is None
+    X, Y = _ridge_problem(rng, 60, 90, 7)
+    assert unpaired.gcv_alpha(X, Y, grid[:1]) is None
+    assert unpaired.gcv_alpha(X, Y, [1.0, 1.0]) is None
+
+
+def test_ridge_complement_is_the_same_with_and_without_the_shortcut(monkeypatch):
+    rng = np.random.default_rng(4)
+    n = 80
+    X, T = _ridge_problem(rng, n, 120, 100)
+    img, txt = np.ones(n, bool), np.ones(n, bool)
+    txt[50:60] = False
+    img[60:70] = False
+    views = [np.where(img[:, None], X, 0.0), np.where(txt[:, None], T, 0.0)]
+    monkeypatch.setattr(unpaired, "GCV_MIN_WORK", 0)
+    fast = unpaired.ridge_complement(views, [img, txt])
+    monkeypatch.setattr(unpaired, "gcv_alpha", lambda *a: None)  # RidgeCV over the whole grid, as before
+    plain = unpaired.ridge_complement(views, [img, txt])
+    for a, b in zip(fast, plain, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+
+
 def test_bad_values_are_refused(toy_data):
     semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
     for bad in (dict(unpaired_weight=1.5), dict(unpaired_weight="x"), dict(unpaired_complement="mean"),
