@@ -43,6 +43,41 @@ def test_fit_refuses_what_is_not_cross_modal_data():
 
 # ---------------------------------------------------------------- bad input (issue 9)
 
+#: careless values for any hyperparameter: wrong types, out of range, non-finite, empty
+_CARELESS = ["abc", [1], None, -3, 0, 2.5, float("nan"), float("inf"), True, {}, "", -0.5, 1e30]
+
+
+@pytest.mark.parametrize("method", method_names())
+def test_hyperparameter_checks_fail_only_with_parameter_errors(method):
+    """Every method's check of every hyperparameter, given careless values, either accepts the
+    value or raises ParameterError: a TypeError from the check itself (DMH's perplexity="abc",
+    preset=[1]) was a traceback at the command line."""
+    from dmh.errors import ParameterError
+
+    klass = get_method_class(method)
+    refused = 0
+    for name in klass().get_params(deep=False):
+        if name in ("n_bits", "random_state"):
+            continue
+        for value in _CARELESS:
+            try:
+                klass(**{name: value}).check_hyperparameters(16)
+            except ParameterError:
+                refused += 1
+    assert refused > 0  # the checks ran
+
+
+def test_fit_checks_hyperparameters_before_the_data():
+    from dmh.errors import ParameterError
+    from dmh.methods.dmh import DMH
+
+    with pytest.raises(ParameterError, match="perplexity"):
+        DMH(8, perplexity="abc").fit(np.ones((4, 2)))  # not the data's TypeError
+    with pytest.raises(ParameterError, match="n_active"):
+        get_method_class("stmh")(4, n_active=8).check_hyperparameters()
+    get_method_class("stmh")(4, n_active=8).check_hyperparameters(16)  # at 16 bits it is allowed
+
+
 def _rand_data(n=30, seed=0, **kw):
     rng = np.random.default_rng(seed)
     return CrossModalData(image=rng.normal(size=(n, 5)), text=rng.normal(size=(n, 4)),

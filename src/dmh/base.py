@@ -69,6 +69,7 @@ class BaseHasher(BaseEstimator):
     # ------------------------------------------------------------------ fitting
     def fit(self, data: CrossModalData):
         """Learn hash functions from ``data`` (all its objects; use ``data.train()`` for a split)."""
+        self.check_hyperparameters()  # before the data: a bad value must not wait for a large check
         data = self._check_fit_data(data)
         self.n_bits_ = check_n_bits(self.n_bits)
         self.n_features_ = {"image": data.image.shape[1], "text": data.text.shape[1]}
@@ -76,6 +77,17 @@ class BaseHasher(BaseEstimator):
             self._fit(data)
             self._warn_degenerate_bits(data)
         return self
+
+    def check_hyperparameters(self, n_bits=None) -> None:
+        """Check every hyperparameter as :meth:`fit` does, without data: a bad value raises
+        :class:`dmh.errors.ParameterError` (one line naming it). ``n_bits``: the bit length to check
+        the values against (some, e.g. STMH's ``n_active``, are bounded by it); default ``self.n_bits``.
+        The command line calls this for every method and bit length before it loads any data."""
+        probe = type(self)(**self.get_params(deep=False))
+        probe.n_bits_ = check_n_bits(self.n_bits if n_bits is None else n_bits)
+        check = getattr(probe, "_check_params", None)
+        if check is not None:
+            check()
 
     #: a bit is "near-constant" when this fraction (or more) of the training codes share its value
     degenerate_fraction = 0.99

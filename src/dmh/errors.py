@@ -21,6 +21,7 @@ class                     raised when
 ``ParameterError``        an argument or hyperparameter is out of range, non-finite, duplicated...
 ``UnknownNameError``      an unknown method, dataset or experiment name (also a ``KeyError``)
 ``MissingDependencyError``  an optional package the request needs is not installed (an ``ImportError``)
+``FitDivergedError``      a fit's loss became NaN or infinite (a learning rate or weight too large)
 ``ResourceError``         a size that cannot be allocated (estimated before allocating)
 ``OutputError``           an output path cannot be written, or is in use by another run
 ``CollectionError``       bad input to a collection command (photos, captions, query, settings)
@@ -43,6 +44,7 @@ __all__ = [
     "DegenerateCodesWarning",
     "DmhError",
     "FileFormatError",
+    "FitDivergedError",
     "IndexFileError",
     "MissingDependencyError",
     "ModelFileError",
@@ -114,6 +116,11 @@ class UnknownNameError(ParameterError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class FitDivergedError(ParameterError, FloatingPointError):
+    """A fit's training loss became NaN or infinite: the hyperparameters given (a learning rate,
+    a loss weight) are too large for the data. Also a :class:`FloatingPointError`, as before."""
 
 
 class MissingDependencyError(DmhError, ImportError):

@@ -143,6 +143,19 @@ def full_params(method: str, params: dict | None = None) -> dict:
     return jsonable(out)
 
 
+def check_method_params(method: str, params: dict | None = None, bits: Iterable[int] | None = None) -> None:
+    """Every name in ``params`` a hyperparameter of ``method`` (:func:`full_params`) and every value
+    one that ``fit`` accepts at each bit length of ``bits`` (default: the method's own), checked
+    before any data are loaded; the first problem raises :class:`ParameterError`."""
+    full_params(method, params)
+    model = get_method_class(method)(**dict(params or {}))
+    for b in (list(bits) if bits is not None else [None]):
+        try:
+            model.check_hyperparameters(b)
+        except ParameterError as exc:  # name the method: a --param may apply to several
+            raise ParameterError(f"{method}: {exc}") from None
+
+
 def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_bits: int, paired_ratio: float,
               seed: int, label: str | None = None, grid: dict | None = None, source: str | None = None) -> dict:
     """A cell with its full parameters and its key (``cell["key"]``)."""

@@ -290,3 +290,47 @@ def test_params_the_command_sets_itself_are_refused(data_file, tmp_path, capsys,
         out = tmp_path / ("m.npz" if command == "fit" else "r.json")
         assert main([command, str(data_file), *CVH, "--param", param, "--out", str(out)]) == 2
         assert option in _error(capsys)
+
+
+@pytest.mark.parametrize("param", ['dmh.perplexity="abc"', "dmh.perplexity=[1]", "dmh.gbe_balance='x'",
+                                   "dmh.preset=[1]", "dmh.hidden_size=-3", "dmh.kernel_scale=-1"])
+def test_bad_param_values_are_refused_before_the_data(tmp_path, capsys, param):
+    """A bad --param value was checked only after the data were loaded and made semi-paired, and
+    some (a string where a number belongs) ended in a TypeError traceback."""
+    missing = tmp_path / "no-such-data.npz"
+    assert main(["fit", str(missing), "--method", "dmh", "--bits", "8", "--param", param,
+                 "--out", str(tmp_path / "m.npz")]) == 2
+    line = _error(capsys)
+    assert line.startswith("Error: dmh: ") and "no-such-data" not in line
+    assert main(["evaluate", str(missing), "--method", "cvh,dmh", "--bits", "8", "--param", param,
+                 "--out", str(tmp_path / "r.json")]) == 2
+    assert _error(capsys).startswith("Error: dmh: ")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--grid", "dmh.perplexity=30,abc"], "perplexity must be"),
+    (["--grid", "n_bits=8,16"], "--grid n_bits is set by the command itself"),
+    (["--grid", "k=3", "--param", "random_state=1"], "--param random_state is set by the command itself"),
+    (["--grid", "k=3", "--param", "hidden_size=0"], "hidden_size must be"),
+])
+def test_tune_checks_every_candidate_before_the_first_fit(tmp_path, capsys, monkeypatch, args, words):
+    """--grid perplexity=30,abc fitted the first candidate, then ended in a traceback at the
+    second; --param n_bits=3 clashed with --bits in a TypeError."""
+    _no_fit(monkeypatch)
+    out = tmp_path / "t.json"
+    assert main(["tune", str(tmp_path / "no-such-data.npz"), "--method", "dmh", *args, "--bits", "8",
+                 "--seeds", "0", "--out", str(out)]) == 2
+    assert words in _error(capsys)
+    assert not out.exists()
+
+
+def test_a_diverged_peer_fit_is_one_line(data_file, tmp_path, capsys):
+    """A deep peer whose loss became NaN raised a bare FloatingPointError (a traceback)."""
+    from dmh.errors import FitDivergedError, ParameterError
+
+    assert issubclass(FitDivergedError, ParameterError) and issubclass(FitDivergedError, FloatingPointError)
+    assert main(["fit", str(data_file), "--method", "jdsh", "--bits", "8", "--param", "mu=1e30",
+                 "--out", str(tmp_path / "m.npz")]) == 2
+    assert "training loss became" in _error(capsys)
+    assert not (tmp_path / "m.npz").exists()

@@ -175,13 +175,23 @@ class CMFH(LinearHashMixin, BaseHasher):
         self.tol = tol
         self.random_state = random_state
 
-    def _fit(self, data: CrossModalData) -> None:
+    def _check_params(self):
         name = type(self).__name__
         lambda_ = check_real(self.lambda_, "lambda_", high=1.0, owner=name)
         mu = check_real(self.mu, "mu", low_inclusive=False, owner=name)
         gamma = check_real(self.gamma, "gamma", low_inclusive=False, owner=name)
         max_iter = check_int(self.max_iter, "max_iter", owner=name)
         tol = check_real(self.tol, "tol", owner=name)
+        ridge = self.hash_ridge
+        if ridge is not None and not (isinstance(ridge, str) and ridge == "auto"):
+            if isinstance(ridge, str):
+                raise ParameterError(f"{name}: hash_ridge must be 'auto', None or a positive number, got {ridge!r}")
+            check_real(ridge, "hash_ridge", low_inclusive=False, owner=name)
+        return lambda_, mu, gamma, max_iter, tol
+
+    def _fit(self, data: CrossModalData) -> None:
+        name = type(self).__name__
+        lambda_, mu, gamma, max_iter, tol = self._check_params()
         rng = check_random_state(self.random_state)
         k = self.n_bits_
         paired = data.paired_mask

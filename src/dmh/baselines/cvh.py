@@ -120,14 +120,17 @@ class CVH(LinearHashMixin, BaseHasher):
         self.reg = reg
         self.random_state = random_state
 
-    def _fit(self, data: CrossModalData) -> None:
+    def _check_params(self):
         name = type(self).__name__
         if isinstance(self.reg, str):
             if self.reg != "auto":
                 raise ParameterError(f"{name}: reg must be 'auto' or a non-negative number, got {self.reg!r}")
-            reg = "auto"
-        else:
-            reg = check_real(self.reg, "reg", owner=name)
+            return "auto"
+        return check_real(self.reg, "reg", owner=name)
+
+    def _fit(self, data: CrossModalData) -> None:
+        name = type(self).__name__
+        reg = self._check_params()
         rng = check_random_state(self.random_state)  # only reg="auto" draws from it (its held-out split)
         k = self.n_bits_
         paired = data.paired_mask

@@ -185,13 +185,18 @@ class IMH(LinearHashMixin, BaseHasher):
         self.sigma = sigma
         self.random_state = random_state
 
-    def _fit(self, data: CrossModalData) -> None:
+    def _check_params(self):
         name = type(self).__name__
         lambda_ = check_real(self.lambda_, "lambda_", owner=name)
         beta = check_real(self.beta, "beta", low_inclusive=False, owner=name)
         mu = check_real(self.mu, "mu", low_inclusive=False, owner=name)
         k_nn = check_int(self.n_neighbors, "n_neighbors", owner=name)
         sigma = None if self.sigma is None else check_real(self.sigma, "sigma", low_inclusive=False, owner=name)
+        return lambda_, beta, mu, k_nn, sigma
+
+    def _fit(self, data: CrossModalData) -> None:
+        name = type(self).__name__
+        lambda_, beta, mu, k_nn, sigma = self._check_params()
         check_random_state(self.random_state)  # validated for the common interface; unused
         k = self.n_bits_
         idx_i = np.flatnonzero(data.image_mask)

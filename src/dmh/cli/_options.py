@@ -84,15 +84,22 @@ def parse_params(items, methods) -> dict[str, dict]:
 _OWN_OPTIONS = {"n_bits": "--bits", "random_state": "--seed/--seeds"}
 
 
-def check_params(methods, params):
-    """Every ``--param`` names a hyperparameter of its method (before any work), and none of those
-    the command sets itself (``n_bits``, ``random_state``: their options say which)."""
-    from ..errors import ParameterError
-    from ..evaluation import full_params
+def check_params(methods, params, bits=None):
+    """Every ``--param`` names a hyperparameter of its method and holds a value its fit accepts at
+    every bit length of ``bits`` (before any work), and none of them is one the command sets itself
+    (``n_bits``, ``random_state``: their options say which)."""
+    from ..evaluation import check_method_params
 
     for m in methods:
         given = params.get(m, {})
-        for key, option in _OWN_OPTIONS.items():
-            if key in given:
-                raise ParameterError(f"--param {key} is set by the command itself; use {option}")
-        full_params(m, given)
+        reject_own_options(given, "--param")
+        check_method_params(m, given, bits)
+
+
+def reject_own_options(names, what: str) -> None:
+    """None of ``names`` is a parameter that the commands set from their own options."""
+    from ..errors import ParameterError
+
+    for key, option in _OWN_OPTIONS.items():
+        if key in names:
+            raise ParameterError(f"{what} {key} is set by the command itself; use {option}")

@@ -102,7 +102,7 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
     ratios = paired_ratio_list(paired_ratio, "--paired-ratio")
     seeds = seed_list(seeds, "--seeds")
     mparams = parse_params(params, methods)
-    check_params(methods, mparams)
+    check_params(methods, mparams, bit_list)
     if resume and overwrite:
         raise click.UsageError("give at most one of --resume and --overwrite")
     out = Path(out)

@@ -33,7 +33,7 @@ def fit(data, method, bits, paired_ratio, seed, params, all_rows, dtype, out):
     paired_ratio = check_paired_ratio(paired_ratio, "--paired-ratio")
     check_seed(seed, "--seed")
     mparams = parse_params(params, [method])[method]
-    check_params([method], {method: mparams})
+    check_params([method], {method: mparams}, [bits])
     check_writable(out, "--out")  # before any work: a typo in the folder must not cost a fit
     dataset = load_dataset(data, dtype=dtype)
     train = dataset if all_rows else dataset.train()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._options import int_list
+from ._options import int_list, reject_own_options
 
 __all__ = ["tune"]
 
@@ -56,6 +56,12 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     if not 0.0 < paired_ratio <= 1.0:
         raise click.BadParameter(f"--paired-ratio must lie in (0, 1], got {paired_ratio}")
     bit_list, seed_list = int_list(bits, "--bits"), int_list(seeds, "--seeds")
+    from ..evaluation import check_method_params
+
+    reject_own_options(fixed, "--param")
+    for cand in candidates:  # every candidate's values, before the data and the first fit
+        reject_own_options(cand, "--grid")
+        check_method_params(method, {**fixed, **cand}, bit_list)
     dataset = load_dataset(data)
     if test_map:
         dataset.require_labels()

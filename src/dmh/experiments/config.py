@@ -375,7 +375,27 @@ def resolve_config(
         "method_params": mp,
         "quick_method_params": q.get("method_params", {}),
     }
+    _check_values(cfg)
     return cfg
+
+
+def _check_values(cfg: dict) -> None:
+    """Every run's parameter values (and each value of its grid) are ones its method's fit accepts
+    at every bit length that will run: a bad value fails here, not after hours of other cells."""
+    from ..errors import ParameterError
+    from ..evaluation import check_method_params
+
+    for i, run in enumerate(cfg["runs"]):
+        if _method_class(run["method"]) is None:
+            continue
+        params = run_params(cfg, run)
+        trials = [("params", params)]
+        trials += [(f"grid.{k}", {**params, k: v}) for k, values in run.get("grid", {}).items() for v in values]
+        for where, values in trials:
+            try:
+                check_method_params(run["method"], values, cfg["bits"])
+            except ParameterError as exc:
+                _fail(cfg, f"runs[{i}].{where}", f"has a value that fit refuses: {exc}")
 
 
 def config_extent(cfg: dict) -> dict:

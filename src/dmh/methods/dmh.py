@@ -6,6 +6,7 @@ of :mod:`dmh.methods.cle`, :mod:`dmh.methods.gbe` and :mod:`dmh.methods.dam` for
 
 from __future__ import annotations
 
+import numbers
 import time
 from functools import partial
 
@@ -284,7 +285,8 @@ class DMH(BaseHasher):
     def preset_options(params: dict) -> dict:
         """The options that ``params`` (a ``get_params`` dict) leaves as ``None``, with the values
         its ``preset`` gives them; ``{}`` for an unknown preset (``fit`` reports it)."""
-        preset = PRESETS.get(params.get("preset", "default"))
+        name = params.get("preset", "default")
+        preset = PRESETS.get(name) if isinstance(name, str) else None
         if preset is None:
             return {}
         return {k: v for k, v in preset.items() if params.get(k) is None}
@@ -337,24 +339,21 @@ class DMH(BaseHasher):
             "cle_scaling": ("feature", "view", "auto"),
             "dam_precision": ("float32", "bfloat16", "auto"),
         }
-        if self.preset not in PRESETS:
+        if not isinstance(self.preset, str) or self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
         scale = self._opt("kernel_scale")
-        if scale != "bits" and (isinstance(scale, (str, bool)) or not np.isfinite(scale) or scale <= 0):
-            raise ParameterError(f"kernel_scale must be a positive number or 'bits', got {scale!r}")
-        for name in ("perplexity",):
-            if not np.isfinite(self._opt(name)) or self._opt(name) <= 1:
-                raise ParameterError(f"{name} must be a finite number above 1, got {self._opt(name)!r}")
+        if not (isinstance(scale, str) and scale == "bits"):
+            ok = isinstance(scale, numbers.Real) and not isinstance(scale, bool) and bool(np.isfinite(scale))
+            if not ok or scale <= 0:
+                raise ParameterError(f"kernel_scale must be a positive number or 'bits', got {scale!r}")
+        check_real(self._opt("perplexity"), "perplexity", low=1.0, low_inclusive=False)
         if not isinstance(self._opt("dam_lean"), (bool, np.bool_)):
             raise ParameterError(f"dam_lean must be True, False or None, got {self.dam_lean!r}")
-        w = self._opt("unpaired_weight")
-        if isinstance(w, (str, bool)) or not np.isfinite(w) or not 0.0 <= w <= 1.0:
-            raise ParameterError(f"unpaired_weight must be a number in [0, 1], got {w!r}")
+        check_real(self._opt("unpaired_weight"), "unpaired_weight", low=0.0, high=1.0)
         if not isinstance(self._opt("unpaired_dam"), (bool, np.bool_)):
             raise ParameterError(f"unpaired_dam must be True or False, got {self._opt('unpaired_dam')!r}")
         for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
-            if not np.isfinite(self._opt(name)) or self._opt(name) < 0:
-                raise ParameterError(f"{name} must be a finite non-negative number, got {self._opt(name)!r}")
+            check_real(self._opt(name), name)
         for name, allowed in choices.items():
             value = self._opt(name)
             if not isinstance(value, str):

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import _validation
-from ..errors import ParameterError
+from ..errors import FitDivergedError, ParameterError
 
 __all__ = [
     "HashMLP",
@@ -218,7 +218,7 @@ def cosine(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 
 def check_loss(value: float, owner: str, epoch: int) -> float:
     if not math.isfinite(value):
-        raise FloatingPointError(
+        raise FitDivergedError(
             f"{owner}: the training loss became {value} in epoch {epoch + 1}; lower the learning rate"
         )
     return value

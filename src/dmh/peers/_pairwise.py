@@ -63,13 +63,18 @@ class PairwiseDeepPeer(ScaledNetsHasher):
             "device": _deep.check_device(self),
         }
 
+    def _check_params(self) -> dict:
+        """Every hyperparameter (the shared ones, returned, and the method's own)."""
+        p = self._check_common_params()
+        self._check_method_params()
+        return p
+
     def _fit(self, data: CrossModalData) -> None:
         import torch
 
         from . import _deep
 
-        p = self._check_common_params()
-        self._check_method_params()
+        p = self._check_params()
         rng = np.random.default_rng(self.random_state)
         device = _deep.resolve_device(p["device"])
         paired = data.paired_mask

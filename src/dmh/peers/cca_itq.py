@@ -147,11 +147,12 @@ class CCAITQ(LinearHashMixin, BaseHasher):
             raise ParameterError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
         return check_real(self.reg, "reg")
 
+    def _check_params(self):
+        return self._check_reg(), check_real(self.corr_power, "corr_power"), check_int(self.n_iter, "n_iter", minimum=0)
+
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        reg = self._check_reg()
-        power = check_real(self.corr_power, "corr_power")
-        n_iter = check_int(self.n_iter, "n_iter", minimum=0)
+        reg, power, n_iter = self._check_params()
         rng = check_random_state(self.random_state)
         k = self.n_bits_
         paired = data.paired_mask

@@ -210,13 +210,19 @@ class SPDH(LinearHashMixin, BaseHasher):
         Z /= count[:, None]
         return Xs, rows, means, scales, _graph_factor(Z), anchor_rows
 
-    def _fit(self, data: CrossModalData) -> None:
-        name = type(self).__name__
+    def _check_params(self):
         alpha = check_real(self.alpha, "alpha")
         beta = check_real(self.beta, "beta", low=0.0, low_inclusive=False)
         rho = check_real(self.rho, "rho", low=0.0, low_inclusive=False)
         max_iter = check_int(self.max_iter, "max_iter")
         tol = check_real(self.tol, "tol")
+        check_int(self.n_anchors, "n_anchors")
+        check_int(self.n_nearest, "n_nearest")
+        return alpha, beta, rho, max_iter, tol
+
+    def _fit(self, data: CrossModalData) -> None:
+        name = type(self).__name__
+        alpha, beta, rho, max_iter, tol = self._check_params()
         rng = check_random_state(self.random_state)
         k = self.n_bits_
         N = data.n_objects
