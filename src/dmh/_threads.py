@@ -58,6 +58,11 @@ def available_cores() -> int:
     return max(1, len(cores))
 
 
+#: the most threads accepted: far above any machine's cores, and below the C ``int`` that the OpenMP
+#: and faiss calls take (a larger count ended in an OverflowError there)
+MAX_THREADS = 4096
+
+
 def _check_n(value, name: str) -> int:
     if isinstance(value, str):
         try:
@@ -69,6 +74,8 @@ def _check_n(value, name: str) -> int:
     value = int(value)
     if value < 1:
         raise ParameterError(f"{name} must be a positive integer, got {value}")
+    if value > MAX_THREADS:
+        raise ParameterError(f"{name} must be a positive integer of at most {MAX_THREADS}, got {value}")
     return value
 
 

@@ -15,6 +15,7 @@ import sys
 import click
 
 from ..errors import DmhError, os_error_message
+from ._options import refuse_blank_values
 from .collection import add, build, search, serve
 from .data import datasets, featurize, info
 from .evaluate import demo, evaluate
@@ -28,9 +29,10 @@ __all__ = ["cli", "main"]
 
 def _set_threads(ctx, param, value):
     if value is not None:
-        if value < 1:
-            raise click.BadParameter(f"must be a positive integer, got {value}")
-        from .._threads import set_threads
+        from .._threads import MAX_THREADS, set_threads
+
+        if not 1 <= value <= MAX_THREADS:
+            raise click.BadParameter(f"must be an integer between 1 and {MAX_THREADS}, got {value}")
 
         set_threads(value)
     return value
@@ -47,6 +49,7 @@ def cli():
 
 for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, serve,
                  tune):
+    refuse_blank_values(_command)
     cli.add_command(_command)
 
 

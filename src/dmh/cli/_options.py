@@ -8,7 +8,8 @@ import ast
 
 import click
 
-__all__ = ["check_params", "float_list", "int_list", "name_list", "parse_params", "paired_ratio_list", "seed_list"]
+__all__ = ["check_params", "float_list", "int_list", "name_list", "parse_params", "paired_ratio_list",
+           "refuse_blank_values", "seed_list"]
 
 
 def _number_list(text: str, what: str, kind, kind_name: str) -> list:
@@ -103,3 +104,30 @@ def reject_own_options(names, what: str) -> None:
     for key, option in _OWN_OPTIONS.items():
         if key in names:
             raise ParameterError(f"{what} {key} is set by the command itself; use {option}")
+
+
+#: parameters where a blank (whitespace) value means something: a space separates labels
+_BLANK_ALLOWED = {"label_separator"}
+
+
+def refuse_blank_values(command: click.Command) -> None:
+    """An empty (or, but where a space means something, blank) value given on the command line to
+    any option or argument of ``command`` is refused naming it. Left to run on, an empty path
+    became the current folder (``dmh fit ""`` reported that ``.`` holds no benchmark file,
+    ``--out ""`` that ``.`` is a directory) and an empty name or column was looked up as ''.
+    Checked on the text as given, before click turns a path into ``Path("")``, i.e. ``.``."""
+    for param in command.params:
+        param.type_cast_value = _blank_check(param, param.type_cast_value)
+
+
+def _blank_check(param: click.Parameter, cast):
+    def type_cast_value(ctx, value):
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            for v in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(v, str) and (v == "" or (not v.strip() and param.name not in _BLANK_ALLOWED)):
+                    why = "must not be empty" + ("" if v == "" else " (only spaces given)")
+                    raise click.BadParameter(why, ctx=ctx, param=param)
+        return cast(ctx, value)
+
+    return type_cast_value

@@ -94,6 +94,8 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
     if out_dir is None:
         out_dir = Path("results") / (config["name"] + ("-quick" if quick else ""))
     ds = None if datasets is None else [d.strip() for d in datasets.split(",") if d.strip()]
+    if ds == []:
+        raise click.BadParameter(f"names no dataset, got {datasets!r}", param_hint="--datasets")
     seeds_ = None if seeds is None else seed_list(seeds, "--seeds")
     bit_list = None if bits is None else int_list(bits, "--bits")
     ratio_list = None if ratios is None else float_list(ratios, "--ratios")
