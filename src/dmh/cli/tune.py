@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._options import int_list, reject_own_options
+from ._options import int_list, reject_own_options, seed_list
 
 __all__ = ["tune"]
 
@@ -55,7 +55,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
         fixed[key.split(".", 1)[-1]] = _literal(value)
     if not 0.0 < paired_ratio <= 1.0:
         raise click.BadParameter(f"--paired-ratio must lie in (0, 1], got {paired_ratio}")
-    bit_list, seed_list = int_list(bits, "--bits"), int_list(seeds, "--seeds")
+    bit_list, seeds_ = int_list(bits, "--bits"), seed_list(seeds, "--seeds")
     from ..evaluation import check_method_params
 
     reject_own_options(fixed, "--param")
@@ -73,7 +73,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
             raise DataError(f"{out} holds a tune with other --param values ({before}, now {jsonable(fixed)}): "
                             "start a new --out")
     config = {"data": str(data), "method": method, "grid": grid, "fixed": fixed, "bits": bit_list,
-              "seeds": seed_list, "paired_ratio": paired_ratio, "holdout": holdout}
+              "seeds": seeds_, "paired_ratio": paired_ratio, "holdout": holdout}
 
     def write(recs):
         payload = {"config": config, "records": recs, "summary": summarize(recs)}
@@ -94,7 +94,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
             line += "  test MAP " + "/".join(f"{v:.3f}" for v in rec["test_map"].values())
         click.echo(line)
 
-    run_tune(dataset, method, candidates, bit_list, seed_list, paired_ratio=paired_ratio, holdout=holdout,
+    run_tune(dataset, method, candidates, bit_list, seeds_, paired_ratio=paired_ratio, holdout=holdout,
              fixed_params=fixed, test_map=test_map, records=list(records), on_record=on_record,
              on_resume=lambda reused, planned: click.echo(f"Resuming: {reused} of {planned} fit(s) already in {out}"))
     write(records)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ..errors import DataError, DataFileError
+from ..errors import DataError, DataFileError, ParameterError
 from ._extras import _pil
 
 
@@ -37,6 +37,8 @@ def read_texts(
     or repeated id.
     """
     path = Path(path)
+    if labels_column is not None and not label_separator:
+        raise ParameterError("label_separator must not be empty")
     try:
         return _read_texts(path, id_column, text_column, labels_column, label_separator)
     except UnicodeDecodeError as exc:
