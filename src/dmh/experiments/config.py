@@ -151,7 +151,9 @@ def validate_config(config: dict) -> dict:
     """Check a config's structure and values; returns it. Errors name the config and the field."""
     if not isinstance(config, dict):
         raise ParameterTypeError(f"an experiment config must be a JSON object, got {type(config).__name__}")
-    for key in ("name", "title", "kind", "bits", "seeds", "runs", "datasets", "default_datasets", "paper"):
+    # paper_ref: the report's first line names it (a config without it failed there, after every fit)
+    for key in ("name", "title", "paper_ref", "kind", "bits", "seeds", "runs", "datasets", "default_datasets",
+                "paper"):
         if key not in config:
             _fail(config, "", f"lacks the key {key!r}")
     if config["kind"] not in KINDS:

@@ -238,6 +238,9 @@ def run_experiment(
                   label=c["label"], grid=c["grid"], source=c["source"])
         for c in plan_cells(cfg)
     ]
+    for folder in reuse or ():  # before the output folder is made or config.json written
+        if not (Path(folder) / CELLS_FILE).is_file():
+            raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} there (not an experiment output folder)")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "it is a file, not a folder (--out)")
@@ -267,8 +270,6 @@ def run_experiment(
         n_own = sum(k in finished for k in keys)
         n_borrowed = 0
         for folder in reuse or ():
-            if not (Path(folder) / CELLS_FILE).is_file():
-                raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} there (not an experiment output folder)")
             other = load_cells(folder)
             for k in keys:
                 if k not in finished and k in other:
