@@ -69,6 +69,16 @@ def _ray(address, batch_size, cpus, gpus, concurrency):
     return _ray_options(address, batch_size, cpus, gpus, concurrency)
 
 
+def _ray_runtime(options):
+    """The Ray runtime started or joined before any work (the stages reuse it), so that a bad
+    ``--ray`` address is refused before a collection file is written; nothing without ``--ray``."""
+    if options is None:
+        return contextlib.nullcontext()
+    from ..distributed import ray_session
+
+    return ray_session(options)
+
+
 def _log(msg: str) -> None:
     click.echo(msg, err=True)
 
@@ -109,12 +119,13 @@ def build(photos, captions, output, bits, method, params, image_model, text_feat
 
     if captions is not None and Path(captions).is_dir():
         raise click.BadParameter(f"{captions} is a folder, expected a captions file", param_hint="CAPTIONS")
-    with _warnings_to_stderr():
+    ray = _ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
+    with _warnings_to_stderr(), _ray_runtime(ray):
         build_collection(
             photos, captions, output, method=method, n_bits=bits, params=_params(params),
             image_model=image_model, text_features=text_features, vocabulary_size=vocabulary_size,
             fit_max=fit_max, seed=seed, batch_size=batch_size, restart=restart, progress=progress, log=_log,
-            store=store, ray=_ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency),
+            store=store, ray=ray,
         )
 
 
@@ -137,9 +148,9 @@ def add(collection, photos, captions, captions_opt, batch_size, progress, ray_ad
     captions = captions_opt or captions
     if photos is None and captions is None:
         raise click.UsageError("give a folder of new photos, a captions file, or both")
-    with _warnings_to_stderr():
-        add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log,
-                          ray=_ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency))
+    ray = _ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
+    with _warnings_to_stderr(), _ray_runtime(ray):
+        add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log, ray=ray)
 
 
 # ------------------------------------------------------------------------------------- search

@@ -46,10 +46,17 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
     unknown = sorted(set(params) - valid)
     if unknown:
         raise CollectionError(f"unknown parameter(s) {unknown} for method {method!r}")
-    if n_bits < 8 or n_bits % 8:
-        raise CollectionError(f"--bits must be a positive multiple of 8 (codes are indexed packed), got {n_bits}")
+    if n_bits < 8 or n_bits % 8 or n_bits > 4096:
+        raise CollectionError(f"--bits must be a positive multiple of 8 (codes are indexed packed) up to 4096, "
+                              f"got {n_bits}")
     if fit_max < 2:
         raise CollectionError(f"--fit-max must be at least 2, got {fit_max}")
+    # the values too, before any work (a bad one used to fail at the fit, after the features)
+    from .._validation import check_seed
+    from ..evaluation import check_method_params
+
+    check_seed(seed, "--seed")
+    check_method_params(method, params, [n_bits])
     return {
         "photos": str(Path(photos).resolve()) if photos is not None else None,
         "captions": str(Path(captions).resolve()) if captions is not None else None,
@@ -103,6 +110,7 @@ def build_collection(
     out = Path(out)
     P = _Paths(out)
     _check_output_folder(out)
+    scanned = None
     if out.is_dir() and P.build.is_file() and not restart:
         state = _read_build_state(P.build)
         if state.get("settings") != settings:
@@ -115,6 +123,9 @@ def build_collection(
     elif out.is_dir() and any(out.iterdir()) and not P.build.is_file():
         raise CollectionError(f"{out} is not empty and holds no collection; give a new or empty folder")
     else:
+        # a new build (or --restart): the inputs are read before the folder is made or emptied, so
+        # that a missing photos folder or a bad captions file leaves nothing behind
+        scanned = _scan_items(photos, captions)
         if restart and out.is_dir() and P.build.is_file():
             for name in ("manifest", "features", "model", "image_codes", "text_codes", "image_index",
                          "text_index", "store", "build"):
@@ -131,23 +142,14 @@ def build_collection(
         _write_json(P.build, state)
 
     done = set(state["done"])
+    if "scan" not in done and scanned is None:  # resuming a build interrupted before its scan
+        scanned = _scan_items(photos, captions)
     if done:
         log(f"resuming {out}: finished stages {', '.join(s for s in STAGES if s in done)} are skipped")
 
     # scan -------------------------------------------------------------------------------------
     if "scan" not in done:
-        items, _ = _scan(photos, captions)
-        if not items:
-            raise CollectionError("found no items: the photos folder has no images and the captions file no rows")
-        n_pair = sum(1 for it in items if it["image"] and it["caption"])
-        if n_pair < 2:
-            raise CollectionError(
-                "a collection needs photos and captions with at least 2 captioned photos to learn from; "
-                f"found {sum(1 for it in items if it['image'])} photos, "
-                f"{sum(1 for it in items if it['caption'])} captions, {n_pair} pairs"
-            )
-        for i, it in enumerate(items):
-            it["id"] = i
+        items = scanned
         _write_manifest(P.manifest, items)
         finish("scan")
         n_img = sum(1 for it in items if it["image"])
@@ -234,6 +236,23 @@ def build_collection(
         finish("thumbs")
     log(f"collection ready: {out} ({len(items)} items)")
     return out
+
+
+def _scan_items(photos, captions) -> list[dict]:
+    """The items of a new collection (ids 0..n-1), refused when too few to learn from."""
+    items, _ = _scan(photos, captions)
+    if not items:
+        raise CollectionError("found no items: the photos folder has no images and the captions file no rows")
+    n_pair = sum(1 for it in items if it["image"] and it["caption"])
+    if n_pair < 2:
+        raise CollectionError(
+            "a collection needs photos and captions with at least 2 captioned photos to learn from; "
+            f"found {sum(1 for it in items if it['image'])} photos, "
+            f"{sum(1 for it in items if it['caption'])} captions, {n_pair} pairs"
+        )
+    for i, it in enumerate(items):
+        it["id"] = i
+    return items
 
 
 def _check_output_folder(out: Path) -> None:
