@@ -246,13 +246,16 @@ def test_files_of_one_or_two_objects_encode_and_search_with_rows_all(tmp_path, c
         ["fit", "DATA", *CVH, "--seed", "-1", "--out", "OUT/m.npz"],
         ["evaluate", "DATA", *CVH, "--seeds", "0,-3", "--out", "OUT/r.json"],
         ["reproduce", "table1", "--quick", "--seeds", "-2", "--out", "OUT/rep"],
+        ["tune", "DATA", *CVH, "--seeds", "-1", "--out", "OUT/t.json"],  # was a ValueError traceback
     ],
 )
 def test_negative_seeds_are_refused(data_file, tmp_path, capsys, monkeypatch, argv):
     _no_fit(monkeypatch)
     argv = [str(data_file) if a == "DATA" else a.replace("OUT", str(tmp_path)) for a in argv]
     assert main(argv) == 2
-    assert "non-negative integer seed" in _error(capsys)
+    line = _error(capsys)
+    assert "non-negative integer seed" in line and "--seed" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy.npz"]  # nothing written
 
 
 def test_evaluate_refuses_a_training_set_that_is_not_fully_paired(tmp_path, capsys, monkeypatch):
@@ -334,3 +337,76 @@ def test_a_diverged_peer_fit_is_one_line(data_file, tmp_path, capsys):
                  "--out", str(tmp_path / "m.npz")]) == 2
     assert "training loss became" in _error(capsys)
     assert not (tmp_path / "m.npz").exists()
+
+
+# ---- found by benchmarks/fuzz_options.py (careless values in every option of every command)
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["fit", "", *CVH, "--out", "OUT/m.npz"], "DATA"),  # was: ". holds no benchmark file"
+        (["fit", "DATA", *CVH, "--out", ""], "--out"),
+        (["tune", "DATA", *CVH, "--out", ""], "--out"),  # was: ".: Is a directory"
+        (["evaluate", "DATA", *CVH, "--out", "OUT/r.json", "--param", ""], "--param"),
+        (["encode", "DATA", "DATA", "--modality", "image", "--out", " "], "--out"),
+        (["search", " ", "--k", "3"], "COLLECTION|INDEX"),
+        (["reproduce", "table1", "--quick", "--datasets", " ", "--out", "OUT/rep"], "--datasets"),
+        (["reproduce", "table1", "--quick", "--datasets", ",", "--out", "OUT/rep"], "--datasets"),
+    ],
+)
+def test_empty_or_blank_values_are_refused_naming_the_option(data_file, tmp_path, capsys, monkeypatch, argv, named):
+    _no_fit(monkeypatch)
+    cwd = tmp_path / "cwd"  # an empty path was the current folder: nothing may land there either
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    argv = [str(data_file) if a == "DATA" else a.replace("OUT", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert named in line and ("must not be empty" in line or "names no dataset" in line), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "toy.npz"] and not any(cwd.iterdir())
+
+
+def test_an_absurd_thread_count_is_refused(data_file, capsys):
+    from dmh._threads import resolve_threads
+
+    assert main(["--threads", "10000000000000", "info", str(data_file)]) == 2  # was an OverflowError traceback
+    assert "--threads" in _error(capsys)
+    with pytest.raises(ValueError, match="at most 4096"):
+        resolve_threads(10**13)
+
+
+def test_featurize_refuses_an_empty_label_separator(tmp_path, capsys):
+    texts = tmp_path / "texts.csv"
+    texts.write_text("id,text,labels\n1,a red thing,red\n2,a blue thing,blue\n")
+    out = tmp_path / "f.npz"
+    argv = ["featurize", "--texts", str(texts), "--labels-column", "labels", "--label-separator", "", "-o", str(out)]
+    assert main(argv) == 2  # was: ValueError: empty separator, a traceback
+    assert "--label-separator" in _error(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.csv"]
+
+
+def _tiny_config(tmp_path, data_file, **change) -> str:
+    config = {"name": "tiny", "title": "one CVH cell", "paper_ref": "no table", "kind": "table", "bits": [8],
+              "seeds": [0], "runs": [{"label": "CVH", "method": "cvh", "paired_ratios": [1.0]}],
+              "datasets": {"toy": {"file": str(data_file), "paper": False, "title": "toy"}},
+              "default_datasets": ["toy"], "paper": {"source": "none", "rows": None, "notes": ["no numbers"]}}
+    config.update(change)
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    return str(path)
+
+
+def test_reproduce_refuses_a_missing_reuse_folder_before_writing(data_file, tmp_path, capsys, monkeypatch):
+    _no_fit(monkeypatch)
+    out = tmp_path / "rep"
+    argv = ["reproduce", _tiny_config(tmp_path, data_file), "--no-plots", "--out", str(out),
+            "--reuse", str(tmp_path / "nope")]
+    assert main(argv) == 2  # config.json used to be written first
+    assert "--reuse" in _error(capsys) and not out.exists()
+
+
+def test_reproduce_refuses_a_config_without_paper_ref_before_fitting(data_file, tmp_path, capsys, monkeypatch):
+    _no_fit(monkeypatch)  # it used to fail in the report, after every fit, with a KeyError traceback
+    out = tmp_path / "rep"
+    argv = ["reproduce", _tiny_config(tmp_path, data_file, paper_ref=None), "--no-plots", "--out", str(out)]
+    assert main(argv) == 2
+    assert "paper_ref" in _error(capsys) and not out.exists()

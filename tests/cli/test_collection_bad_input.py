@@ -188,3 +188,43 @@ def test_an_interrupted_add_leaves_the_collection_as_it_was(shapes_collection, t
     fresh = Collection(col_path)
     assert fresh.indexes["images"].ntotal == n_images + 6
     assert (col_path / "thumbs" / f"{max(before._by_id) + 1}.jpg").read_bytes() != stale
+
+
+# ---- found by benchmarks/fuzz_options.py: refusals that came after the build had written files
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["{r}/nope", "{captions}"], "photos folder not found"),  # build.json was written first
+        (["{photos}", "{r}/nope.csv"], "captions file not found"),
+        (["{r}/notcol", "{captions}"], "is not in the photos folder"),
+        (["{photos}", "{captions}", "--bits", "10000000000000"], "--bits"),  # after scan and features
+        (["{photos}", "{captions}", "--seed", "-1"], "--seed"),
+        (["{photos}", "{captions}", "--param", "reg=-1"], "reg"),
+    ],
+)
+def test_build_refuses_bad_inputs_and_values_before_writing(root, shapes_collection, tmp_path, capsys, args,
+                                                             expected):
+    names = {"r": root, "photos": shapes_collection.parent / "photos",
+             "captions": shapes_collection.parent / "captions.csv"}
+    out = tmp_path / "col"
+    assert main(["build", *SMALL, *[a.format(**names) for a in args], "-o", str(out)]) == 2  # the last --bits wins
+    assert expected in _error(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["build", "add"])
+def test_a_bad_ray_address_is_refused_before_writing(shapes_collection, tmp_path, capsys, command):
+    pytest.importorskip("ray")
+    photos, captions = shapes_collection.parent / "photos", shapes_collection.parent / "captions.csv"
+    col = tmp_path / "col"
+    if command == "add":
+        shutil.copytree(shapes_collection, col)
+        (tmp_path / "more.csv").write_text("image,caption\n,a caption added later\n")
+        argv = ["add", str(col), str(tmp_path / "more.csv"), "--no-progress"]
+    else:
+        argv = ["build", str(photos), str(captions), "-o", str(col), *SMALL]
+    before = {p: p.read_bytes() for p in col.rglob("*") if p.is_file()}
+    assert main([*argv, "--ray", "no-such-address"]) == 2  # add rewrote features and codes first
+    assert "no-such-address" in _error(capsys)
+    assert {p: p.read_bytes() for p in col.rglob("*") if p.is_file()} == before
+    assert command == "add" or not col.exists()
