@@ -140,6 +140,13 @@ def _build(root: Path) -> None:
     (root / "dup_ids.csv").write_text("id,text\n1,a cat\n1,a dog\n")
     (root / "latin1.csv").write_bytes("id,text\n1,caf\xe9 au lait\n".encode("latin-1"))
     (root / "nul.csv").write_bytes(b"id,text\n1,a\x00b\n")
+    (root / "labelled.csv").write_text("id,text,labels\n1,a red thing,red\n2,a blue thing,blue\n")
+    tiny = {"name": "tiny", "title": "one CVH cell", "paper_ref": "no table", "kind": "table", "bits": [8],
+            "seeds": [0], "runs": [{"label": "CVH", "method": "cvh", "paired_ratios": [1.0]}],
+            "datasets": {"good": {"file": str(root / "good.npz"), "paper": False, "title": "good"}},
+            "default_datasets": ["good"], "paper": {"source": "none", "rows": None, "notes": ["no numbers"]}}
+    (root / "tiny.json").write_text(json.dumps(tiny))
+    (root / "no_paper_ref.json").write_text(json.dumps({k: v for k, v in tiny.items() if k != "paper_ref"}))
     arr("halfpaired", image=rng.normal(size=(20, 6)), text=rng.normal(size=(20, 5)), labels=rng.integers(0, 2, 20),
         text_mask=np.arange(20) % 2 == 0, query_idx=np.arange(10))
     _build_collections(root)
@@ -187,6 +194,7 @@ def _build_collections(root: Path) -> None:
         shutil.copytree(root / "col", root / name)
         change(root / name)
 
+    damaged("col_add", lambda c: None)  # a copy for add cases that must leave it as it is
     damaged("col_manifest_garbage", lambda c: (c / "manifest.json").write_text("{not json"))
     damaged("col_manifest_list", lambda c: (c / "manifest.json").write_text("[]"))
     damaged("col_manifest_items", lambda c: (c / "manifest.json").write_text(
@@ -403,6 +411,25 @@ def _cases(root: Path) -> list[tuple[str, list[str], int, str]]:
         ("info: unknown benchmark name", ["info", "nosuchbench:/tmp"], 2, "nosuchbench"),
         ("search: --format csv to a directory", ["search", f"{r}/index.dmhidx", "--codes", f"{r}/codes.npz",
                                                  "--k", "3", "--format", "csv", "--out", r], 2, r),
+        # ---- found by benchmarks/fuzz_options.py
+        ("fit: empty DATA", ["fit", "", "--method", "cvh", "--out", f"{r}/m.npz"], 2, "DATA"),
+        ("fit: empty --out", [*fit, "--out", ""], 2, "--out"),
+        ("tune: empty --out", ["tune", f"{r}/good.npz", "--method", "cvh", "--bits", "8", "--out", ""], 2,
+         "--out"),
+        ("search: blank INDEX", ["search", " ", "--k", "3"], 2, "must not be empty"),
+        ("evaluate: empty --param", [*ev, "--param", "", "--out", f"{r}/e6.json"], 2, "--param"),
+        ("tune: --seeds -1", ["tune", f"{r}/good.npz", "--method", "cvh", "--bits", "8", "--seeds", "-1", "--out",
+                              f"{r}/t3.json"], 2, "--seeds"),
+        ("featurize: empty --label-separator", ["featurize", "--texts", f"{r}/labelled.csv", "--labels-column",
+                                                "labels", "--label-separator", "", "-o", f"{r}/f.npz"], 2,
+         "--label-separator"),
+        ("dmh --threads 1e13", ["--threads", "10000000000000", "info", f"{r}/good.npz"], 2, "--threads"),
+        ("reproduce: --datasets ','", ["reproduce", f"{r}/tiny.json", "--datasets", ",", "--out", f"{r}/rep3"], 2,
+         "--datasets"),
+        ("reproduce: --reuse a missing folder", ["reproduce", f"{r}/tiny.json", "--no-plots", "--reuse",
+                                                 f"{r}/nope", "--out", f"{r}/rep4"], 2, "--reuse"),
+        ("reproduce: config without paper_ref", ["reproduce", f"{r}/no_paper_ref.json", "--no-plots", "--out",
+                                                 f"{r}/rep5"], 2, "paper_ref"),
         *_collection_cases(root),
     ]
 
@@ -452,6 +479,14 @@ def _collection_cases(root: Path) -> list[tuple[str, list[str], int, str]]:
                                                                 "--bits", "32"), 2, "n_bits"),
         ("build: damaged build record", build("col_build_list", f"{r}/photos", f"{r}/captions.csv"), 2,
          "build.json"),
+        ("build: --bits 1e13", build("b21", f"{r}/photos", f"{r}/captions.csv", "--bits", "10000000000000"), 2,
+         "--bits"),
+        ("build: --seed -1", build("b22", f"{r}/photos", f"{r}/captions.csv", "--seed", "-1"), 2, "--seed"),
+        ("build: --param reg=-1", build("b23", f"{r}/photos", f"{r}/captions.csv", "--param", "reg=-1"), 2, "reg"),
+        ("build: bad --ray address", build("b24", f"{r}/photos", f"{r}/captions.csv", "--ray", "no-such-address"),
+         2, "no-such-address"),
+        ("add: bad --ray address", ["add", f"{r}/col_add", f"{r}/more.csv", "--no-progress", "--ray",
+                                    "no-such-address"], 2, "no-such-address"),
         # ---- search on a collection
         ("search: collection, no query", ["search", col], 2, "--text"),
         ("search: collection, two queries", ["search", col, *text, "--like", "1"], 2, "exactly one"),
