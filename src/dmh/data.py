@@ -341,8 +341,9 @@ def label_matrix(labels: np.ndarray) -> np.ndarray:
 def random_split(n: int, query_size=0.2, train_size=10_000, random_state=0):
     """A seeded split: ``query_size`` objects (a fraction if a float below 1, else a whole count)
     become queries, all others the database, and up to ``train_size`` database objects (a fraction
-    if a float up to 1, else a whole count) the training set; other values raise ParameterError. This is the layout of the paper's protocols (MIRFLICKR: 2000
-    queries, 10,000 training objects drawn from the database).
+    if a float up to 1, else a whole count) the training set; other values raise ParameterError.
+    This is the layout of the paper's protocols (MIRFLICKR: 2000 queries, 10,000 training objects
+    drawn from the database).
 
     Returns ``(train_idx, query_idx, database_idx)``, each sorted.
     """
