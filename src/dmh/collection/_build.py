@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .._atomic import check_writable
-from ..errors import CollectionError, OutputError
+from ..errors import CollectionError, OutputError, ParameterError
 from ._codes import _write_codes, _write_store_record
 from ._features import _featurize_items
 from ._files import (
@@ -50,6 +50,13 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
         raise CollectionError(f"--bits must be a positive multiple of 8 (codes are indexed packed), got {n_bits}")
     if fit_max < 2:
         raise CollectionError(f"--fit-max must be at least 2, got {fit_max}")
+    for name, option in (("n_bits", "--bits"), ("random_state", "--seed")):
+        if name in params:
+            raise CollectionError(f"--param {name} is set by the command itself; use {option}")
+    try:  # every value as the fit will check it, before any photo is read
+        klass(**params).check_hyperparameters(n_bits)
+    except ParameterError as exc:
+        raise CollectionError(f"--param: {exc}") from None
     return {
         "photos": str(Path(photos).resolve()) if photos is not None else None,
         "captions": str(Path(captions).resolve()) if captions is not None else None,
