@@ -82,6 +82,25 @@ def test_random_split_sizes_and_disjointness():
     assert set(train) <= set(db)
 
 
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"train_size": -1}, "train_size"),  # used to drop one object silently
+    ({"train_size": 2.5}, "train_size"),  # used to mean 2
+    ({"train_size": 0}, "train_size"),
+    ({"query_size": float("nan")}, "query_size"),  # a ValueError from int()
+    ({"query_size": "a"}, "query_size"),
+    ({"query_size": None}, "query_size"),  # a TypeError from int()
+    ({"query_size": True}, "query_size"),
+])
+def test_random_split_refuses_careless_sizes(kwargs, name):
+    with pytest.raises(ParameterError, match=name):
+        random_split(100, **kwargs)
+    with pytest.raises(ParameterError, match="must be an integer"):
+        random_split(None)
+    # fractions and whole counts, including integral floats, as documented
+    assert random_split(100, query_size=0.25, train_size=1.0)[0].size == 75
+    assert random_split(100, query_size=10, train_size=20.0)[0].size == 20
+
+
 def test_subset_and_splits(toy_data):
     q = toy_data.query()
     assert q.n_objects == 40 and q.labels.shape == (40,)

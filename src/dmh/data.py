@@ -13,6 +13,7 @@ overlap the database, as in every protocol of the field.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -21,6 +22,7 @@ from ._validation import (
     check_feature_dtype,
     check_features,
     check_index,
+    check_int,
     check_labels,
     check_mask,
     check_paired_ratio,
@@ -301,18 +303,27 @@ class CrossModalData:
         return replace(self, train_idx=train, query_idx=query, database_idx=database)
 
 
+def _split_size(value, name: str, n: int, *, fraction_up_to_one: bool) -> int:
+    """A split size given as a fraction of ``n`` (a float below 1, or up to 1 inclusive with
+    ``fraction_up_to_one``) or as a whole count: the number of objects. Anything else (zero, a
+    negative, a non-whole count such as 2.5, NaN, a string) is refused: ``train_size=-1`` used to
+    drop one object silently, ``2.5`` to mean 2."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and bool(np.isfinite(value)) and value > 0
+    if ok and isinstance(value, (float, np.floating)) and (value < 1 or (fraction_up_to_one and value == 1)):
+        return int(round(float(value) * n))
+    if not ok or float(value) != int(value):
+        limit = "up to 1" if fraction_up_to_one else "below 1"
+        raise ParameterError(f"{name} must be a fraction (a float {limit}) or a whole count >= 1, got {value!r}")
+    return int(value)
+
+
 def _n_queries(query_size, n: int) -> int:
-    if isinstance(query_size, float) and query_size < 1:
-        return int(round(query_size * n))
-    return int(query_size)
+    return _split_size(query_size, "query_size", n, fraction_up_to_one=False)
 
 
 def _draw_train(database: np.ndarray, train_size, rng) -> np.ndarray:
     n_db = database.size
-    if isinstance(train_size, float) and train_size <= 1:
-        n_train = int(round(train_size * n_db))
-    else:
-        n_train = min(int(train_size), n_db)
+    n_train = min(_split_size(train_size, "train_size", n_db, fraction_up_to_one=True), n_db)
     return np.sort(rng.permutation(database)[:n_train])
 
 
@@ -328,13 +339,16 @@ def label_matrix(labels: np.ndarray) -> np.ndarray:
 
 
 def random_split(n: int, query_size=0.2, train_size=10_000, random_state=0):
-    """A seeded split: ``query_size`` objects (a fraction if < 1, else a count) become queries, all
-    others the database, and up to ``train_size`` database objects (a fraction if <= 1 and a float,
-    else a count) the training set. This is the layout of the paper's protocols (MIRFLICKR: 2000
-    queries, 10,000 training objects drawn from the database).
+    """A seeded split: ``query_size`` objects (a fraction if a float below 1, else a whole count)
+    become queries, all others the database, and up to ``train_size`` database objects (a fraction
+    if a float up to 1, else a whole count) the training set; other values raise ParameterError.
+    This is the layout of the paper's protocols (MIRFLICKR: 2000 queries, 10,000 training objects
+    drawn from the database).
 
     Returns ``(train_idx, query_idx, database_idx)``, each sorted.
     """
+    n = check_int(n, "n")
+    _split_size(train_size, "train_size", n, fraction_up_to_one=True)  # before drawing anything
     rng = check_random_state(random_state)
     n_query = _n_queries(query_size, n)
     if not 1 <= n_query < n:

@@ -71,6 +71,8 @@ def root(shapes_collection, tmp_path_factory):
         (["build", "{photos}", "-o", "{r}/o9"], "at least 2 captioned photos"),
         (["build", "{photos}", "{captions}", "-o", "{r}/notcol"], "notcol is not empty and holds no collection"),
         (["build", "{photos}", "{captions}", "-o", "{r}/afile/col"], "afile is a file, not a folder"),
+        (["build", "{photos}", "{captions}", "-o", "{r}/o10", "--param", "reg=abc"], "--param: CVH: reg must be"),
+        (["build", "{photos}", "{captions}", "-o", "{r}/o11", "--param", "n_bits=8"], "--param n_bits is set by"),
         (["search", "{col}"], "give exactly one query"),
         (["search", "{col}", "--text", "red", "--like", "1"], "give exactly one query"),
         (["search", "{col}", "--text", "red", "--k", "0"], "--k must be a positive integer"),

@@ -10,6 +10,7 @@ import pytest
 
 from dmh import save_data
 from dmh.cli import main
+from dmh.errors import ParameterError
 from dmh.experiments import (
     DOCUMENTED_METHODS,
     PEER_METHODS,
@@ -198,6 +199,24 @@ def test_bad_configs_are_rejected_with_the_field(edit, message):
     edit(cfg)
     with pytest.raises(ValueError, match=re.escape(message)):
         validate_config(cfg)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["runs"][0]["grid"].update(lambda_=[0.1, -1.0]),
+         "runs[0].grid.lambda_ has a value that fit refuses"),
+        (lambda c: c["runs"][0].update(params={"perplexity": "abc"}), "runs[0].params has a value that fit refuses"),
+        (lambda c: c.update(method_params={"dmh": {"hidden_size": 0}}), "hidden_size must be"),
+    ],
+)
+def test_config_values_are_checked_before_any_data(edit, message):
+    """A bad value in a config's parameters or grid used to fail at its first cell, after the
+    cells before it had run."""
+    cfg = copy.deepcopy(load_config("fig5"))
+    edit(cfg)
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        resolve_config(cfg)
 
 
 @requires_file(WIKI)

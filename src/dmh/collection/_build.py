@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .._atomic import check_writable
-from ..errors import CollectionError, OutputError
+from ..errors import CollectionError, OutputError, ParameterError
 from ._codes import _write_codes, _write_store_record
 from ._features import _featurize_items
 from ._files import (
@@ -51,12 +51,16 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
                               f"got {n_bits}")
     if fit_max < 2:
         raise CollectionError(f"--fit-max must be at least 2, got {fit_max}")
-    # the values too, before any work (a bad one used to fail at the fit, after the features)
     from .._validation import check_seed
-    from ..evaluation import check_method_params
 
-    check_seed(seed, "--seed")
-    check_method_params(method, params, [n_bits])
+    check_seed(seed, "--seed")  # before any work, like the --param values below
+    for name, option in (("n_bits", "--bits"), ("random_state", "--seed")):
+        if name in params:
+            raise CollectionError(f"--param {name} is set by the command itself; use {option}")
+    try:  # every value as the fit will check it, before any photo is read
+        klass(**params).check_hyperparameters(n_bits)
+    except ParameterError as exc:
+        raise CollectionError(f"--param: {exc}") from None
     return {
         "photos": str(Path(photos).resolve()) if photos is not None else None,
         "captions": str(Path(captions).resolve()) if captions is not None else None,
