@@ -148,11 +148,14 @@ def check_method_params(method: str, params: dict | None = None, bits: Iterable[
     one that ``fit`` accepts at each bit length of ``bits`` (default: the method's own), checked
     before any data are loaded; the first problem raises :class:`ParameterError`."""
     full_params(method, params)
-    model = get_method_class(method)(**dict(params or {}))
+    klass = get_method_class(method)
+    model = klass(**dict(params or {}))
     for b in (list(bits) if bits is not None else [None]):
         try:
             model.check_hyperparameters(b)
-        except ParameterError as exc:  # name the method: a --param may apply to several
+        except ParameterError as exc:  # name the method (a --param may apply to several) once
+            if str(exc).startswith(f"{klass.__name__}: "):
+                raise
             raise ParameterError(f"{method}: {exc}") from None
 
 
