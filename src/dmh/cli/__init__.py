@@ -29,12 +29,13 @@ __all__ = ["cli", "main"]
 
 def _set_threads(ctx, param, value):
     if value is not None:
-        from .._threads import MAX_THREADS, set_threads
+        from .._threads import set_threads
+        from ..errors import ParameterError
 
-        if not 1 <= value <= MAX_THREADS:
-            raise click.BadParameter(f"must be an integer between 1 and {MAX_THREADS}, got {value}")
-
-        set_threads(value)
+        try:  # the one check of a thread count (dmh._threads), named after the option
+            set_threads(value)
+        except ParameterError as exc:
+            raise click.BadParameter(str(exc)) from None
     return value
 
 

@@ -100,9 +100,6 @@ def featurize(
 
     if images is None and texts is None:
         raise click.UsageError("give --images, --texts, or both")
-    if labels_column is not None and not label_separator:
-        raise click.BadParameter("must not be empty (it splits a labels cell into labels)",
-                                 param_hint="--label-separator")
     if output.suffix.lower() not in (".npz", ".mat"):
         raise click.BadParameter(
             f"must end in .npz or .mat, got {output.name!r}", param_hint="--output"

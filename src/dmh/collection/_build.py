@@ -39,13 +39,9 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
     if text_features not in ("bow", "minilm"):
         raise CollectionError(f"--text-features must be bow or minilm, got {text_features!r}")
     try:
-        klass = get_method_class(method)
+        get_method_class(method)
     except KeyError as exc:
         raise CollectionError(str(exc.args[0])) from None
-    valid = set(klass().get_params(deep=False))
-    unknown = sorted(set(params) - valid)
-    if unknown:
-        raise CollectionError(f"unknown parameter(s) {unknown} for method {method!r}")
     if n_bits < 8 or n_bits % 8 or n_bits > 4096:
         raise CollectionError(f"--bits must be a positive multiple of 8 (codes are indexed packed) up to 4096, "
                               f"got {n_bits}")
@@ -57,8 +53,10 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
     for name, option in (("n_bits", "--bits"), ("random_state", "--seed")):
         if name in params:
             raise CollectionError(f"--param {name} is set by the command itself; use {option}")
-    try:  # every value as the fit will check it, before any photo is read
-        klass(**params).check_hyperparameters(n_bits)
+    from ..evaluation import check_method_params
+
+    try:  # every name and value as the fit will check them, before any photo is read
+        check_method_params(method, params, [n_bits])
     except ParameterError as exc:
         raise CollectionError(f"--param: {exc}") from None
     return {
