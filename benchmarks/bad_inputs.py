@@ -299,6 +299,8 @@ def _cases(root: Path) -> list[tuple[str, list[str], int, str]]:
                                 "--out", f"{r}/m.npz"], 2, "training loss became"),
         ("tune: --param n_bits", ["tune", f"{r}/good.npz", "--method", "dmh", "--param", "n_bits=3", "--bits", "8",
                                   "--out", f"{r}/t1.json"], 2, "--bits"),
+        ("tune: --out under /proc", ["tune", f"{r}/good.npz", "--method", "cvh", "--grid", "reg=0.1", "--bits", "8",
+                                     "--out", "/proc/dmh-tune.json"], 2, "/proc/dmh-tune.json"),
         ("tune: bad grid value", ["tune", f"{r}/good.npz", "--method", "dmh", "--grid", "perplexity=30,abc",
                                   "--bits", "8", "--out", f"{r}/t2.json"], 2, "perplexity"),
         ("fit: bad data file", ["fit", f"{r}/truncated.npz", "--method", "cvh", "--out", f"{r}/m.npz"], 2,

@@ -410,3 +410,12 @@ def test_reproduce_refuses_a_config_without_paper_ref_before_fitting(data_file, 
     argv = ["reproduce", _tiny_config(tmp_path, data_file, paper_ref=None), "--no-plots", "--out", str(out)]
     assert main(argv) == 2
     assert "paper_ref" in _error(capsys) and not out.exists()
+
+
+def test_tune_checks_its_output_before_any_fit(tmp_path, capsys, monkeypatch):
+    """tune --out /proc/... started fitting and failed only at the first write, losing the fit."""
+    _no_fit(monkeypatch)
+    for out, words in [("/proc/dmh-tune.json", "/proc/dmh-tune.json"), (str(tmp_path / "nope" / "t.json"), "nope")]:
+        assert main(["tune", "uci-digits", "--method", "dmh", "--grid", "gamma=0.01", "--bits", "8", "--seeds", "0",
+                     "--out", out]) == 2
+        assert words in _error(capsys)

@@ -62,6 +62,9 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     for cand in candidates:  # every candidate's values, before the data and the first fit
         reject_own_options(cand, "--grid")
         check_method_params(method, {**fixed, **cand}, bit_list)
+    from .._atomic import check_writable
+
+    check_writable(out, "--out")  # a fit must not be lost to an --out that cannot be written
     dataset = load_dataset(data)
     if test_map:
         dataset.require_labels()
