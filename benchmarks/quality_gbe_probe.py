@@ -42,6 +42,8 @@ VARIANTS = {
 # "perplexity 30 + dof A": Student t with A degrees of freedom; A = "c-1" (code length - 1, as van der
 # Maaten 2009 suggests for a c-dimensional embedding) or "c/16" or a number
 DOF_PREFIX = "perplexity 30 + dof "
+# "perplexity 30 + gamma G": DMH's default S^Y with GBE's quantization weight G (default 0.01)
+GAMMA_PREFIX = "perplexity 30 + gamma "
 
 
 def _number(text: str, what: str) -> float:
@@ -60,11 +62,14 @@ def _variant(name: str, bits: int) -> dict:
         dof = {"c-1": bits - 1.0, "c/16": bits / 16, "c/4": bits / 4}.get(spec)
         return dict(similarity="perplexity", perplexity=30.0,
                     kernel_dof=_number(spec, "degrees of freedom") if dof is None else dof)
+    if name.startswith(GAMMA_PREFIX):
+        return dict(similarity="perplexity", perplexity=30.0,
+                    gamma=_number(name[len(GAMMA_PREFIX):], "gamma"))
     if name not in VARIANTS and name.startswith("perplexity "):  # "perplexity N": any perplexity
         return dict(similarity="perplexity", perplexity=_number(name.split(maxsplit=1)[1], "perplexity"))
     if name not in VARIANTS:
         raise SystemExit(f"quality_gbe_probe.py: error: --variants: unknown variant {name!r}; known: "
-                         f"{', '.join(VARIANTS)}, 'perplexity N', '{DOF_PREFIX}A|c-1|c/4|c/16'")
+                         f"{', '.join(VARIANTS)}, 'perplexity N', '{DOF_PREFIX}A|c-1|c/4|c/16', '{GAMMA_PREFIX}G'")
     kw = dict(VARIANTS[name])
     if kw.get("kernel_scale") == "bits":
         kw["kernel_scale"] = bits / 16
@@ -85,10 +90,20 @@ def main(argv=None):
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--scaling", choices=("feature", "auto"), default="feature",
                     help="CLE input: every feature standardised (the paper), or DMH's cle_scaling='auto'")
+    ap.add_argument("--targets", default="0.01",
+                    help="relevance sizes of the neighbourhood figure: the fraction of the objects the "
+                         "queries average alike in both views (dmh.selection.neighbourhood_relevance); "
+                         "the first is reported as 'neighbourhood', every one as 'neighbourhood@T'")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     for name in args.variants.split(","):  # before the (long) work: a bad variant is one error line
         _variant(name, 16)
+    try:
+        targets = [float(t) for t in args.targets.split(",")]
+    except ValueError:
+        ap.error(f"--targets: numbers separated by commas, got {args.targets!r}")
+    if not all(0 < t < 0.25 for t in targets):
+        ap.error(f"--targets: each must lie in (0, 0.25), got {args.targets!r}")
     data = load_or_exit(ap, args.data)
     train = data.train()
     if args.ratio < 1:
@@ -113,19 +128,26 @@ def main(argv=None):
     # label-free: relevant = among each other's k nearest in both raw views (docs/quality.md section 10)
     eye = np.eye(train.n_objects, dtype=bool)
     full = train.paired_mask
-    R, k_nb = neighbourhood_relevance(train.image[full], train.text[full], train.image[full], train.text[full])
-    R &= ~eye[np.ix_(full, full)]
+    relevance = {}
+    for t in targets:
+        R, k_nb = neighbourhood_relevance(train.image[full], train.text[full], train.image[full], train.text[full],
+                                          target=t)
+        relevance[t] = (R & ~eye[np.ix_(full, full)], k_nb)
 
-    def neighbourhood_map(C):  # the codes of the fully described objects ranking each other
-        return ranking_map(C[full] @ C[full].T, R, eye[np.ix_(full, full)])
-    res = {"data": args.data, "ratio": args.ratio, "scaling": args.scaling, "seed": args.seed, "neighbourhood_k": k_nb,
+    def neighbourhood_maps(C):  # the codes of the fully described objects ranking each other
+        S = C[full] @ C[full].T
+        maps = {f"neighbourhood@{t:g}": ranking_map(S, R, eye[np.ix_(full, full)]) for t, (R, _) in relevance.items()}
+        return {"neighbourhood": maps[f"neighbourhood@{targets[0]:g}"], **maps}
+    res = {"data": args.data, "ratio": args.ratio, "scaling": args.scaling, "seed": args.seed,
+           "neighbourhood_k": relevance[targets[0]][1],
+           "neighbourhood_ks": {f"{t:g}": k for t, (_, k) in relevance.items()},
            "cle_seconds": time.perf_counter() - t0, "map_Y_cosine": _map_all(_cosine(Y, Y), L), "bits": {}}
     print(f"{args.data} ratio {args.ratio}: MAP of Y (cosine) {res['map_Y_cosine']:.3f}")
     for b in [int(x) for x in args.bits.split(",")]:
         row = {}
         H0 = gbe.init_codes(Y, b, "projection", np.random.default_rng(args.seed))
         C0 = np.where(H0 > 0, 1.0, -1.0)
-        row["random projections (no GBE)"] = {"map": _map_all(C0 @ C0.T, L), "neighbourhood": neighbourhood_map(C0),
+        row["random projections (no GBE)"] = {"map": _map_all(C0 @ C0.T, L), **neighbourhood_maps(C0),
                                               **code_health(C0)}
         for name in args.variants.split(","):
             kw = _variant(name, b)
@@ -133,14 +155,15 @@ def main(argv=None):
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                g = gbe.fit_gbe(Yv, b, gamma=0.01, init="projection", max_iter=150, tol=1e-5, lr=0.05,
-                                rng=np.random.default_rng(args.seed), **kw)
+                g = gbe.fit_gbe(Yv, b, **{"gamma": 0.01, **kw}, init="projection", max_iter=150, tol=1e-5, lr=0.05,
+                                rng=np.random.default_rng(args.seed))
             C = g.codes.astype(np.float64)
-            row[name] = {"map": _map_all(C @ C.T, L), "neighbourhood": neighbourhood_map(C),
+            row[name] = {"map": _map_all(C @ C.T, L), **neighbourhood_maps(C),
                          "seconds": time.perf_counter() - t0, **code_health(C)}
         res["bits"][b] = row
         for name, r in row.items():
-            print(f"  {b:3d} bits  {name:28s} MAP {r['map']:.3f}  label-free neighbourhood {r['neighbourhood']:.3f}  "
+            nb = "  ".join(f"{r[f'neighbourhood@{t:g}']:.3f}" for t in targets)
+            print(f"  {b:3d} bits  {name:28s} MAP {r['map']:.3f}  label-free neighbourhood {nb}  "
                   f"balance {r['bit_balance']:.3f}  |corr| {r['mean_abs_corr']:.3f}  distinct {r['distinct']:.3f}")
     out = Path(args.out)
     allres = json.loads(out.read_text()) if out.exists() else []

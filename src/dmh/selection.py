@@ -158,14 +158,15 @@ def _top_k(order: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def neighbourhood_relevance(query_image, query_text, db_image, db_text) -> tuple[np.ndarray, int]:
+def neighbourhood_relevance(query_image, query_text, db_image, db_text,
+                            target: float = NEIGHBOURHOOD_TARGET) -> tuple[np.ndarray, int]:
     """Label-free relevance of database objects to held-out objects (both fully described): ``j``
     is relevant to ``i`` when it is among ``i``'s ``k`` nearest database objects in *both* views
     (cosine of the raw features, centred on the database). Two objects whose images and whose
     texts are both alike most likely show the same kind of thing; one view alone is not trusted (a
     SIFT histogram or a short title is a poor judge of meaning on its own). ``k`` starts at
     :data:`NEIGHBOURHOOD_STEP` of the database (at least 10) and widens by as much until the
-    held-out objects average :data:`NEIGHBOURHOOD_TARGET` of it (at least 5) alike in both views,
+    held-out objects average ``target`` (:data:`NEIGHBOURHOOD_TARGET`) of it (at least 5) alike in both views,
     at most a quarter of it: where one view's neighbourhoods say little, the two agree rarely.
     Returns the boolean (n_query, n_db) matrix and the k used."""
     n = np.asarray(db_image).shape[0]
@@ -178,7 +179,7 @@ def neighbourhood_relevance(query_image, query_text, db_image, db_text) -> tuple
 
     oi, ot = ranked_cosine(query_image, db_image), ranked_cosine(query_text, db_text)
     step = max(10, int(NEIGHBOURHOOD_STEP * n))
-    target = max(5.0, NEIGHBOURHOOD_TARGET * n)
+    target = max(5.0, target * n)
     k = min(step, n)
     while True:
         R = _top_k(oi, k) & _top_k(ot, k)

@@ -398,3 +398,28 @@ def test_fit_gives_freed_memory_back_between_stages(semi, monkeypatch):
     monkeypatch.setattr(_memory, "_TRIM", False)  # where there is no such call: nothing else changes
     assert _memory.release_free_memory() is False
     assert np.array_equal(DMH(8, random_state=0, **TINY).fit(semi).codes_, a.codes_)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_gamma_scaling_bits_weighs_the_quantization_by_16_over_the_code_length(semi, monkeypatch):
+    """``gamma_scaling="bits"`` hands GBE ``gamma * 16 / n_bits``: the same fit as ``"none"`` with
+    that gamma (codes equal), and exactly ``"none"`` at 16 bits."""
+    from dmh.methods import gbe
+
+    seen = []
+    real = gbe.fit_gbe
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["gamma"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gbe, "fit_gbe", spy)
+    scaled = DMH(64, random_state=0, gamma=0.01 * 4, gamma_scaling="bits", **TINY).fit(semi)
+    plain = DMH(64, random_state=0, gamma=0.01, **TINY).fit(semi)
+    assert seen == [0.01] * 4  # two rounds each
+    assert np.array_equal(scaled.codes_, plain.codes_)
+    seen.clear()
+    DMH(16, random_state=0, gamma=0.03, gamma_scaling="bits", **TINY).fit(semi)
+    assert seen == [0.03, 0.03]
+    with pytest.raises(ParameterError, match="gamma_scaling must be one of"):
+        DMH(16, gamma_scaling="n_bits").check_hyperparameters(16)
