@@ -76,6 +76,20 @@ def _variant(name: str, bits: int) -> dict:
     return kw
 
 
+def _gradient_balance(Y, H0, gamma=0.01) -> dict:
+    """RMS per code entry of GBE's two gradients at the initial codes (DMH's default S^Y): the KL
+    term's and the quantization term's at ``gamma`` (why ``DMH(gamma_scaling="bits")``)."""
+    import torch
+
+    Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=torch.float32)
+    S = gbe.PairSimilarity(Yt, "perplexity", perplexity=30.0)
+    H = torch.as_tensor(H0, dtype=torch.float32)
+    _, kl = gbe.gbe_loss_and_grad(H, S, 0.0, with_loss=False)
+    _, both = gbe.gbe_loss_and_grad(H, S, gamma, with_loss=False)
+    rms_kl, rms_q = float(kl.pow(2).mean().sqrt()), float((both - kl).pow(2).mean().sqrt())
+    return {"gamma": gamma, "kl_rms": rms_kl, "quantization_rms": rms_q, "ratio": rms_q / rms_kl}
+
+
 def _map_all(S, L):
     rel = (L.astype(np.int32) @ L.T.astype(np.int32)) > 0
     return ranking_map(S, rel, np.eye(len(L), dtype=bool))
@@ -149,6 +163,7 @@ def main(argv=None):
         C0 = np.where(H0 > 0, 1.0, -1.0)
         row["random projections (no GBE)"] = {"map": _map_all(C0 @ C0.T, L), **neighbourhood_maps(C0),
                                               **code_health(C0)}
+        res.setdefault("gradient_balance", {})[b] = _gradient_balance(Y, H0)
         for name in args.variants.split(","):
             kw = _variant(name, b)
             Yv = Y / np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-12) if kw.pop("unit_rows", False) else Y
@@ -161,6 +176,9 @@ def main(argv=None):
             row[name] = {"map": _map_all(C @ C.T, L), **neighbourhood_maps(C),
                          "seconds": time.perf_counter() - t0, **code_health(C)}
         res["bits"][b] = row
+        gb = res["gradient_balance"][b]
+        print(f"  {b:3d} bits  at the initial codes: RMS gradient KL {gb['kl_rms']:.3g}, quantization (gamma "
+              f"{gb['gamma']:g}) {gb['quantization_rms']:.3g}, ratio {gb['ratio']:.2f}")
         for name, r in row.items():
             nb = "  ".join(f"{r[f'neighbourhood@{t:g}']:.3f}" for t in targets)
             print(f"  {b:3d} bits  {name:28s} MAP {r['map']:.3f}  label-free neighbourhood {nb}  "
