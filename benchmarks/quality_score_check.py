@@ -18,8 +18,19 @@ import numpy as np
 
 from dmh.selection import spearman
 
+
+def _minus_mean_rank(r):
+    """Minus the partner's mean rank (a fraction of the held-out objects; both directions): where
+    the MRR is dominated by the top of the ranking (the very partner), the mean rank is moved by
+    the bulk (how far off the partner lands)."""
+    lf = r["label_free"]
+    ranks = [lf[task]["mean_rank"] for task in ("image->text", "text->image") if "mean_rank" in lf.get(task, {})]
+    return -float(np.mean(ranks)) if len(ranks) == 2 else None
+
+
 FIGURES = (("MRR", lambda r: r["label_free"]["score"]),
-           ("neighbourhood", lambda r: r["label_free"].get("neighbourhood", {}).get("map")))
+           ("neighbourhood", lambda r: r["label_free"].get("neighbourhood", {}).get("map")),
+           ("mean rank", _minus_mean_rank))
 
 
 def _mean_map(r) -> float:
@@ -74,9 +85,10 @@ def main(argv=None):
             doc["config"]["data"], doc["records"]  # noqa: B018 - a tune results file has both
         except (OSError, ValueError, KeyError, TypeError) as exc:
             ap.error(f"{f} is not a readable `dmh tune` results file ({exc})")
-    lines = ["| data | bits | paired | candidates | seeds | MRR: Spearman / pairs agreeing / MAP of its choice | "
-             "neighbourhood: Spearman / pairs agreeing / MAP of its choice | best MAP | file |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    head = " | ".join(f"{name}: Spearman / pairs agreeing / MAP of its choice" for name, _ in FIGURES)
+    lines = [f"| data | bits | paired | candidates | seeds | {head} | best MAP | file |",
+             "|---|---|---|---|---|" + "---|" * len(FIGURES) + "---|---|"]
+    totals = {name: [0, 0, 0.0, 0] for name, _ in FIGURES}  # pairs agreeing, pairs, regret, rows
     for f in args.files:
         for r in rows_of(Path(f)):
             cells = []
@@ -87,9 +99,19 @@ def main(argv=None):
                     continue
                 rho = "n/a" if v["spearman"] is None else f"{v['spearman']:+.2f}"
                 cells.append(f"{rho} / {v['pairs_agree']} of {v['pairs']} / {v['chosen_map']:.3f}")
+                t = totals[name]
+                t[0] += v["pairs_agree"]
+                t[1] += v["pairs"]
+                t[2] += r["best_map"] - v["chosen_map"]
+                t[3] += 1
             seeds = ",".join(str(s) for s in r["seeds"])
-            lines.append(f"| {r['data']} | {r['bits']} | {r['ratio']:g} | {r['candidates']} | {seeds} | {cells[0]} | "
-                         f"{cells[1]} | {r['best_map']:.3f} | `{r['file']}` |")
+            lines.append(f"| {r['data']} | {r['bits']} | {r['ratio']:g} | {r['candidates']} | {seeds} | "
+                         f"{' | '.join(cells)} | {r['best_map']:.3f} | `{r['file']}` |")
+    lines.append("")
+    for name, (agree, pairs, regret, n) in totals.items():
+        if n:
+            lines.append(f"{name}: {agree} of {pairs} candidate pairs ordered as test MAP orders them; test MAP lost "
+                         f"by its choices {regret:.3f} in all over {n} rows (mean {regret / n:.4f})")
     text = "\n".join(lines)
     print(text)
     if args.md:
