@@ -369,7 +369,9 @@ def test_an_absurd_thread_count_is_refused(data_file, capsys):
     from dmh._threads import resolve_threads
 
     assert main(["--threads", "10000000000000", "info", str(data_file)]) == 2  # was an OverflowError traceback
-    assert "--threads" in _error(capsys)
+    err = _error(capsys)
+    assert "--threads" in err and "at most 4096" in err
+    assert "n_threads" not in err  # the option's name, not the Python argument's
     with pytest.raises(ValueError, match="at most 4096"):
         resolve_threads(10**13)
 

@@ -35,7 +35,8 @@ def _set_threads(ctx, param, value):
         try:  # the one check of a thread count (dmh._threads), named after the option
             set_threads(value)
         except ParameterError as exc:
-            raise click.BadParameter(str(exc)) from None
+            # click names the option already; the message names the Python argument
+            raise click.BadParameter(str(exc).removeprefix("n_threads ")) from None
     return value
 
 
