@@ -28,16 +28,26 @@ def _minus_mean_rank(r):
     return -float(np.mean(ranks)) if len(ranks) == 2 else None
 
 
-FIGURES = (("MRR", lambda r: r["label_free"]["score"]),
-           ("neighbourhood", lambda r: r["label_free"].get("neighbourhood", {}).get("map")),
-           ("mean rank", _minus_mean_rank))
+def _recall(k):
+    def fig(r):
+        lf = r["label_free"]
+        vals = [lf.get(task, {}).get(f"recall@{k}") for task in ("image->text", "text->image")]
+        return None if None in vals else float(np.mean(vals))
+    return fig
+
+
+ALL_FIGURES = {"MRR": lambda r: r["label_free"]["score"],
+               "neighbourhood": lambda r: r["label_free"].get("neighbourhood", {}).get("map"),
+               "mean rank": _minus_mean_rank,
+               **{f"recall@{k}": _recall(k) for k in (1, 5, 10)}}
+FIGURES = tuple((name, ALL_FIGURES[name]) for name in ("MRR", "neighbourhood", "mean rank"))
 
 
 def _mean_map(r) -> float:
     return float(np.mean(list(r["test_map"].values())))
 
 
-def rows_of(path: Path) -> list[dict]:
+def rows_of(path: Path, figures=FIGURES) -> list[dict]:
     doc = json.loads(path.read_text())
     recs = [r for r in doc["records"] if "test_map" in r]
     data = Path(doc["config"]["data"]).stem
@@ -53,7 +63,7 @@ def rows_of(path: Path) -> list[dict]:
         full = [c for c in cands if all((c, s) in by for s in seeds)]
         mean_map = [np.mean([_mean_map(by[(c, s)]) for s in seeds]) for c in full]
         row["best_map"] = max(mean_map) if mean_map else None
-        for name, fig in FIGURES:
+        for name, fig in figures:
             vals = [[fig(by[(c, s)]) for s in seeds] for c in full]
             if any(v is None for vs in vals for v in vs):
                 row[name] = None
@@ -78,21 +88,28 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--md", default=None, help="also write the table here")
+    ap.add_argument("--figures", default=",".join(n for n, _ in FIGURES),
+                    help=f"comma-separated, of: {', '.join(ALL_FIGURES)}")
     args = ap.parse_args(argv)
+    names = [n.strip() for n in args.figures.split(",")]
+    unknown = [n for n in names if n not in ALL_FIGURES]
+    if unknown or not names:
+        ap.error(f"--figures: unknown {unknown}; known: {', '.join(ALL_FIGURES)}")
+    figures = tuple((n, ALL_FIGURES[n]) for n in names)
     for f in args.files:
         try:
             doc = json.loads(Path(f).read_text())
             doc["config"]["data"], doc["records"]  # noqa: B018 - a tune results file has both
         except (OSError, ValueError, KeyError, TypeError) as exc:
             ap.error(f"{f} is not a readable `dmh tune` results file ({exc})")
-    head = " | ".join(f"{name}: Spearman / pairs agreeing / MAP of its choice" for name, _ in FIGURES)
+    head = " | ".join(f"{name}: Spearman / pairs agreeing / MAP of its choice" for name, _ in figures)
     lines = [f"| data | bits | paired | candidates | seeds | {head} | best MAP | file |",
-             "|---|---|---|---|---|" + "---|" * len(FIGURES) + "---|---|"]
-    totals = {name: [0, 0, 0.0, 0] for name, _ in FIGURES}  # pairs agreeing, pairs, regret, rows
+             "|---|---|---|---|---|" + "---|" * len(figures) + "---|---|"]
+    totals = {name: [0, 0, 0.0, 0] for name, _ in figures}  # pairs agreeing, pairs, regret, rows
     for f in args.files:
-        for r in rows_of(Path(f)):
+        for r in rows_of(Path(f), figures):
             cells = []
-            for name, _ in FIGURES:
+            for name, _ in figures:
                 v = r[name]
                 if v is None:
                     cells.append("-")
