@@ -23,7 +23,7 @@ from . import unpaired
 __all__ = ["DMH", "PRESETS"]
 
 #: the code length at which ``gamma`` keeps its value under ``gamma_scaling="bits"``: the paper sets
-#: gamma = 0.01 and studies its sensitivity at 16 bits (Sec. 4.6)
+#: gamma = 0.01 and studies its sensitivity at 16 bits (its Fig. 5)
 GAMMA_REFERENCE_BITS = 16
 
 #: Values of the options beyond the paper that a ``preset`` gives when they are left as ``None``.
