@@ -171,3 +171,31 @@ def test_bench_fit_careless_arguments_are_one_error_line_before_any_work(args, m
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1] and "Traceback" not in "\n".join(err)
     assert list(tmp_path.iterdir()) == []  # nothing written, no probe left
+
+
+def _run_folder(folder, records, datasets):
+    folder.mkdir()
+    (folder / "metrics.json").write_text(json.dumps({"records": records, "datasets": datasets}))
+    (folder / "config.json").write_text(json.dumps({"resolved": {"dataset_sources": {}}}))
+
+
+def test_paper_claims_takes_dmh_rows_from_another_run_where_it_has_them(tmp_path):
+    """``--table1-dmh``: an option's DMH rows against the same baselines, at the bit lengths it ran."""
+    import paper_claims
+
+    def rec(method, bits, value, ratio=1.0):
+        return {"dataset": "d", "method": method, "n_bits": bits, "paired_ratio": ratio, "seed": 0,
+                "task": "image->text", "map": value, "grid": {}}
+    _run_folder(tmp_path / "t1", [rec("FSH", 16, 0.5), rec("FSH", 32, 0.5), rec("DMH", 16, 0.6),
+                                  rec("DMH", 32, 0.4)], ["d"])
+    _run_folder(tmp_path / "other", [rec("DMH", 32, 0.7)], ["d"])
+    merged = paper_claims.with_dmh_rows(paper_claims.load(tmp_path / "t1"), paper_claims.load(tmp_path / "other"))
+    dmh = sorted((r["n_bits"], r["map"]) for r in merged["records"] if r["method"] == "DMH")
+    assert dmh == [(16, 0.6), (32, 0.7)]  # 16 bits kept, 32 bits replaced
+    _run_folder(tmp_path / "none", [rec("FSH", 32, 0.5)], ["d"])
+    with pytest.raises(SystemExit, match="no DMH rows"):
+        paper_claims.with_dmh_rows(merged, paper_claims.load(tmp_path / "none"))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "metrics.json").write_text("{}")
+    with pytest.raises(SystemExit, match="config.json not found"):
+        paper_claims.load(tmp_path / "bad")
