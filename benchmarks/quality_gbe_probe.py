@@ -1,8 +1,11 @@
 """Isolate GBE (docs/quality.md): on one round of CLE features Y of the training set, MAP of Y itself
 (cosine) and of the training codes that GBE variants make from it, beside the codes GBE starts from
-(signs of random projections). Labels are used here for diagnosis only, never to choose.
+(signs of random projections). Labels are used here for diagnosis only, never to choose. Beside
+them: the label-free neighbourhood figure (at one or more relevance sizes, ``--targets``) and, per
+code length, the balance of GBE's two gradients at the initial codes (docs/quality.md section 17).
 
-    python benchmarks/quality_gbe_probe.py DATA --bits 16,64 [--ratio 0.5] [--seed 0] --out FILE.json
+    python benchmarks/quality_gbe_probe.py DATA --bits 16,64 [--ratio 0.5] [--seed 0] \
+        [--variants 'perplexity 30,perplexity 30 + gamma 0.001'] [--targets 0.01,0.03] --out FILE.json
 """
 
 from __future__ import annotations
