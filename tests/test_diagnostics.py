@@ -52,7 +52,7 @@ def test_paper_preset_is_the_options_switched_off(toy_data):
     assert PRESETS["paper"] == dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0,
                                     gbe_decorrelation=0.0, dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False,
                                     cle_dtype="float64", unpaired_weight=1.0, unpaired_complement="neighbours",
-                                    unpaired_dam=True, cle_scaling="feature")
+                                    unpaired_dam=True, cle_scaling="feature", gamma_scaling="none")
     train = toy_data.train()
     a = DMH(8, random_state=1, preset="paper", **TINY).fit(train)
     b = DMH(8, random_state=1, preset="default", **TINY, **PRESETS["paper"]).fit(train)
@@ -65,7 +65,7 @@ def test_paper_preset_is_the_options_switched_off(toy_data):
 
 @pytest.mark.parametrize("variant", [dict(similarity="perplexity", perplexity=5.0), dict(kernel_scale="bits"),
                                      dict(gbe_balance=1.0, gbe_decorrelation=1.0), dict(dam_weight_decay=1e-4),
-                                     dict(dam_stop="agreement", dam_lean=True)])
+                                     dict(dam_stop="agreement", dam_lean=True), dict(gamma_scaling="bits")])
 def test_options_run(toy_data, variant):
     m = DMH(8, random_state=0, **{**TINY, **variant}).fit(toy_data.train())
     assert set(np.unique(m.codes_)) <= {-1, 1}
