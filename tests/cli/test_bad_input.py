@@ -347,6 +347,9 @@ def test_a_diverged_peer_fit_is_one_line(data_file, tmp_path, capsys):
         (["fit", "DATA", *CVH, "--out", ""], "--out"),
         (["tune", "DATA", *CVH, "--out", ""], "--out"),  # was: ".: Is a directory"
         (["evaluate", "DATA", *CVH, "--out", "OUT/r.json", "--param", ""], "--param"),
+        # a blank value after KEY= reached the method's own check (or a fit, for a free-form string)
+        (["evaluate", "DATA", *CVH, "--out", "OUT/r.json", "--param", "reg= "], "--param"),
+        (["fit", "DATA", *CVH, "--param", "cvh.reg=", "--out", "OUT/m.npz"], "--param"),
         (["encode", "DATA", "DATA", "--modality", "image", "--out", " "], "--out"),
         (["search", " ", "--k", "3"], "COLLECTION|INDEX"),
         (["reproduce", "table1", "--quick", "--datasets", " ", "--out", "OUT/rep"], "--datasets"),

@@ -8,7 +8,7 @@ import ast
 
 import click
 
-__all__ = ["check_params", "float_list", "int_list", "name_list", "parse_params", "paired_ratio_list",
+__all__ = ["check_params", "float_list", "int_list", "name_list", "parse_params", "paired_ratio_list", "split_param",
            "refuse_blank_values", "seed_list"]
 
 
@@ -63,13 +63,7 @@ def parse_params(items, methods) -> dict[str, dict]:
     """``method.key=value`` (or ``key=value`` for every method) -> {method: {key: value}}."""
     out: dict[str, dict] = {m: {} for m in methods}
     for item in items:
-        if "=" not in item:
-            raise click.BadParameter(f"--param expects KEY=VALUE or METHOD.KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            pass  # a plain string
+        key, value = split_param(item, "KEY=VALUE or METHOD.KEY=VALUE")
         targets = methods
         if "." in key:
             m, key = key.split(".", 1)
@@ -79,6 +73,27 @@ def parse_params(items, methods) -> dict[str, dict]:
         for m in targets:
             out[m][key] = value
     return out
+
+
+def split_param(item: str, form: str = "KEY=VALUE") -> tuple[str, object]:
+    """One ``--param`` item -> (key, value): the value read as a Python literal where it is one
+    (``3``, ``0.5``, ``"float32"``, ``[1, 2]``), else the plain string. A missing ``=``, an empty key
+    or a blank value (``gamma_scaling=``, ``gamma_scaling=' '``) is refused naming ``--param``: a
+    blank string is never a hyperparameter's meaning, and passing it on reached the method's own
+    check (or, for a free-form string, the fit) instead of this one line."""
+    if "=" not in item:
+        raise click.BadParameter(f"expects {form}, got {item!r}", param_hint="--param")
+    key, text = item.split("=", 1)
+    key = key.strip()
+    if not key or key.endswith(".") or key.startswith("."):
+        raise click.BadParameter(f"{item!r} names no parameter (expects {form})", param_hint="--param")
+    if not text.strip():
+        raise click.BadParameter(f"the value of {key!r} must not be empty", param_hint="--param")
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = text  # a plain string
+    return key, value
 
 
 #: parameters the commands set from their own options (a --param for them would be ignored or clash)

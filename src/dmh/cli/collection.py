@@ -43,19 +43,9 @@ def _warnings_to_stderr():
 
 
 def _params(items) -> dict:
-    import ast
+    from ._options import split_param
 
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise click.BadParameter(f"expects KEY=VALUE, got {item!r}", param_hint="--param")
-        key, value = item.split("=", 1)
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            pass
-        out[key.strip()] = value
-    return out
+    return dict(split_param(item) for item in items)
 
 
 def _ray(address, batch_size, cpus, gpus, concurrency):
