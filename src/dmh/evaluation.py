@@ -32,8 +32,10 @@ from .records import TASKS
 from .registry import get_method_class
 
 __all__ = [
+    "MAX_JOBS",
     "TASKS",
     "cell_key",
+    "check_jobs",
     "data_fingerprint",
     "evaluate_model",
     "fit_cell",
@@ -245,11 +247,23 @@ def run_cells(
     keep_history: bool = False,
     echo: Callable[[str], None] | None = None,
     progress: bool = False,
+    jobs: int = 1,
 ) -> list[dict]:
     """The one cell loop: fit and score every cell (in order; consecutive cells of one dataset,
     seed and paired ratio share their semi-paired training set). ``on_entry`` gets each finished
     cell as soon as it exists (to save it); ``echo`` a line per cell; ``progress`` shows a bar.
-    Returns the finished cells."""
+    Returns the finished cells, in the order of ``cells``.
+
+    ``jobs=N`` (N > 1) fits N cells at a time, each in its own worker process with
+    ``threads // N`` threads (at least one; ``threads`` is dmh's setting, :func:`dmh.get_threads`),
+    handing the next cell to whichever worker finishes first. A cell's result is the one a serial
+    run at that thread count gives (same seed, same codes); ``on_entry`` still runs in this
+    process, one cell at a time, as each cell finishes. Each worker holds its own copy of the data
+    and one fit: memory grows about N-fold. If a cell fails, no further cell starts; the cells
+    running in the other workers are finished and handed to ``on_entry`` before the error is
+    raised, so nothing fitted is lost.
+    """
+    jobs = check_jobs(jobs)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -257,22 +271,18 @@ def run_cells(
         # on a terminal only: in a log or a pipe the bar's fragments would bury the messages
         bar = tqdm(total=len(cells), desc="evaluate", unit="fit", disable=None)
     try:
+        if jobs > 1 and len(cells) > 1:
+            return _run_cells_parallel(cells, datasets, jobs, on_entry, keep_history, echo, bar)
         cache: dict = {}
         entries = []
         for i, cell in enumerate(cells, 1):
             data = datasets[cell["dataset"]]
-            key = (cell["dataset"], cell["seed"], cell["paired_ratio"])
-            if key not in cache:
-                cache.clear()
-                cache[key] = make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])
-            grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
-            line = (f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, "
-                    f"seed {cell['seed']}")
+            line = _cell_line(cell)
             if echo is not None:
                 echo(f"[{i}/{len(cells)}] {cell['dataset']} {line}")
             if bar is not None:
                 bar.set_postfix_str(line)
-            entry = fit_cell(cell, data, cache[key], keep_history)
+            entry = fit_cell(cell, data, _training_set(cache, cell, data), keep_history)
             entries.append(entry)
             if on_entry is not None:
                 on_entry(entry)
@@ -282,6 +292,136 @@ def run_cells(
         if bar is not None:
             bar.close()
     return entries
+
+
+#: the most worker processes ``jobs`` accepts (far above any machine's cores)
+MAX_JOBS = 1024
+
+
+def check_jobs(jobs) -> int:
+    """``jobs`` checked: an integer from 1 to :data:`MAX_JOBS`."""
+    if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or not 1 <= jobs <= MAX_JOBS:
+        raise ParameterError(f"jobs must be an integer from 1 to {MAX_JOBS}, got {jobs!r}")
+    return int(jobs)
+
+
+def _cell_line(cell: dict) -> str:
+    grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
+    return f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, seed {cell['seed']}"
+
+
+def _training_set(cache: dict, cell: dict, data: CrossModalData) -> CrossModalData:
+    """The cell's semi-paired training set, made once for consecutive cells that share it."""
+    key = (cell["dataset"], cell["seed"], cell["paired_ratio"])
+    if key not in cache:
+        cache.clear()
+        cache[key] = make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])
+    return cache[key]
+
+
+# worker processes of run_cells(jobs=N): module-level so that "spawn" finds them by name
+_WORKER: dict = {}
+
+
+def _worker_start(datasets: dict, n_threads: int, keep_history: bool) -> None:
+    import signal
+
+    from ._threads import set_threads
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    set_threads(n_threads)  # before torch is imported by a fit
+    _WORKER.update(datasets=datasets, keep_history=keep_history, cache={})
+
+
+def _worker_fit(cell: dict) -> dict:
+    data = _WORKER["datasets"][cell["dataset"]]
+    try:
+        return fit_cell(cell, data, _training_set(_WORKER["cache"], cell, data), _WORKER["keep_history"])
+    except Exception as exc:
+        raise _portable(exc) from None
+
+
+def _portable(exc: Exception) -> Exception:
+    """``exc`` if it survives the trip to the parent process (pickled and rebuilt as the same type
+    with the same message), else an equivalent that does: a :class:`DmhError` keeps its message as
+    a :class:`ParameterError` (still one line at the CLI), anything else becomes a RuntimeError
+    carrying the worker's traceback (a bug, reported as one)."""
+    import pickle
+    import traceback
+
+    from .errors import DmhError
+
+    try:
+        back = pickle.loads(pickle.dumps(exc))
+        if type(back) is type(exc) and str(back) == str(exc):
+            return exc
+    except Exception:  # noqa: BLE001 - any failure to rebuild it means: send a stand-in
+        pass
+    if isinstance(exc, DmhError):
+        return ParameterError(str(exc))
+    return RuntimeError("a worker's fit failed:\n" + "".join(traceback.format_exception(exc)))
+
+
+def _run_cells_parallel(cells, datasets, jobs, on_entry, keep_history, echo, bar) -> list[dict]:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    from ._threads import get_threads
+
+    jobs = min(jobs, len(cells))
+    n_threads = max(1, get_threads() // jobs)
+    if echo is not None:
+        echo(f"{len(cells)} cell(s) in {jobs} worker processes of {n_threads} thread(s) each")
+    needed = {c["dataset"]: datasets[c["dataset"]] for c in cells}
+    # "spawn": a fresh interpreter per worker; forking a process whose OpenMP/torch pools already
+    # run can hang the child
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_start, initargs=(needed, n_threads, keep_history))
+    entries: dict[int, dict] = {}
+    failure: BaseException | None = None
+    try:
+        index = {pool.submit(_worker_fit, cell): i for i, cell in enumerate(cells)}
+        pending = set(index)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=index.get):
+                if fut.cancelled():
+                    continue
+                try:
+                    entry = fut.result()
+                except Exception as exc:  # the first failure stops new cells; running ones finish
+                    if failure is None:
+                        failure = exc
+                        for other in pending:
+                            other.cancel()
+                    continue
+                i = index[fut]
+                entries[i] = entry
+                if echo is not None:
+                    echo(f"[{len(entries)}/{len(cells)}] {cells[i]['dataset']} {_cell_line(cells[i])}: "
+                         f"{entry['fit_seconds']:.1f} s")
+                if on_entry is not None:
+                    on_entry(entry)
+                if bar is not None:
+                    bar.update(1)
+    except BaseException:  # Ctrl-C or on_entry failing: stop the workers now, fitted cells are saved
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    if isinstance(failure, BrokenProcessPool):  # a worker was killed (most often: out of memory)
+        from .errors import ResourceError
+
+        raise ResourceError(
+            f"a worker process of jobs={jobs} ended abruptly (killed, most often for lack of memory: each worker "
+            f"holds the data and one fit); the {len(entries)} cell(s) finished before it are saved: run again "
+            "with fewer jobs"
+        ) from None
+    if failure is not None:
+        raise failure
+    return [entries[i] for i in range(len(cells))]
 
 
 def reusable_cells(cells: Sequence[dict], records: Sequence[dict], where: str = "the results file"):

@@ -301,7 +301,53 @@ def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_
     assert len(shared) == 2 and shared <= set(f4_cells)
     assert all(f4_cells[k]["records"] == t1_cells[k]["records"] for k in shared)
     assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "none")]) == 2
-    assert "no cells.json there" in capsys.readouterr().err
+    assert "no cells.json or metrics.json there" in capsys.readouterr().err
+
+
+@quiet
+def test_a_kept_report_folder_is_reused_through_its_metrics(toy_file, tmp_path, count_fits, capsys):
+    """The folders in docs/results keep report, config, metrics and plots but not cells.json: a run
+    with more seeds must still reuse their cells (it refitted all of them), from metrics.json's
+    records, which carry each cell's key."""
+    import shutil
+
+    base = ["reproduce", "table8", "--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
+    first = tmp_path / "first"
+    assert main([*base, "--out", str(first)]) == 0
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for name in ("metrics.json", "config.json", "report.md"):
+        shutil.copy(first / name, kept / name)
+    count_fits["n"] = 0
+    capsys.readouterr()
+    again = tmp_path / "again"
+    assert main([*base, "--out", str(again), "--reuse", str(kept)]) == 0
+    assert count_fits["n"] == 0 and "4 reused from" in capsys.readouterr().out
+    assert load_cells(again) == load_cells(first)  # the rebuilt cells are the fitted ones, field for field
+    assert (again / "report.md").read_text() == (first / "report.md").read_text()
+    # a second seed fits only its own cells
+    assert main([*base, "--out", str(tmp_path / "two"), "--seeds", "0,1", "--reuse", str(kept)]) == 0
+    assert count_fits["n"] == 4
+    # damaged metrics: one line naming the file, before anything is written
+    (kept / "metrics.json").write_text("{")
+    assert main([*base, "--out", str(tmp_path / "bad"), "--reuse", str(kept)]) == 2
+    err = capsys.readouterr().err
+    assert "metrics.json" in err and "not valid JSON" in err and not (tmp_path / "bad").exists()
+    (kept / "metrics.json").write_text('{"records": [{"dataset": "toy"}]}')
+    assert main([*base, "--out", str(tmp_path / "bad"), "--reuse", str(kept)]) == 2
+    assert "metrics.json: is damaged" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+@quiet
+def test_a_convergence_figure_does_not_take_cells_without_their_history(toy_file, tmp_path, count_fits):
+    base = ["reproduce", "fig6", "--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
+    first = tmp_path / "first"
+    assert main([*base, "--out", str(first)]) == 0
+    n = count_fits["n"]
+    (first / "cells.json").unlink()  # metrics.json holds the records, not the per-round losses
+    assert main([*base, "--out", str(tmp_path / "again"), "--reuse", str(first)]) == 0
+    assert count_fits["n"] == 2 * n
+    assert all(e.get("history") for e in load_cells(tmp_path / "again").values())
 
 
 @quiet

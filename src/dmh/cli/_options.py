@@ -8,8 +8,8 @@ import ast
 
 import click
 
-__all__ = ["check_params", "float_list", "int_list", "name_list", "parse_params", "paired_ratio_list", "split_param",
-           "refuse_blank_values", "seed_list"]
+__all__ = ["check_params", "float_list", "int_list", "jobs_option", "name_list", "parse_params", "paired_ratio_list",
+           "refuse_blank_values", "seed_list", "split_param"]
 
 
 def _number_list(text: str, what: str, kind, kind_name: str) -> list:
@@ -94,6 +94,19 @@ def split_param(item: str, form: str = "KEY=VALUE") -> tuple[str, object]:
     except (ValueError, SyntaxError):
         value = text  # a plain string
     return key, value
+
+
+#: the most --jobs accepted (dmh.evaluation.MAX_JOBS; not imported here, to keep the CLI's start light)
+MAX_JOBS = 1024
+
+
+def jobs_option(command):
+    """``--jobs N``: cells fitted at once, each in its own worker process (dmh.evaluation.run_cells)."""
+    return click.option(
+        "--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True,
+        help="fit this many cells at once, each in its own process with --threads / JOBS threads (at least 1; "
+        "a cell's result is that of a serial run at that thread count); memory grows about JOBS-fold",
+    )(command)
 
 
 #: parameters the commands set from their own options (a --param for them would be ignored or clash)

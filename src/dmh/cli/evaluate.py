@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import OutputError
-from ._options import check_params, int_list, name_list, paired_ratio_list, parse_params, seed_list
+from ._options import check_params, int_list, jobs_option, name_list, paired_ratio_list, parse_params, seed_list
 
 __all__ = ["demo", "evaluate"]
 
@@ -84,7 +84,8 @@ def demo(bits, rounds, seed, out):
 @click.option("--overwrite", is_flag=True, help="replace an existing --out (without it, an existing file is refused "
               "unless --resume)")
 @click.option("--plots", is_flag=True, help="also write TopN-precision and PR-curve figures (PNG) beside --out")
-def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overwrite, plots):
+@jobs_option
+def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overwrite, plots, jobs):
     """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image.
 
     An existing --out is refused unless --resume (continue it: its cells with this run's cell key
@@ -110,10 +111,10 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
     with exclusive_lock(out):
         if out.exists() and not (resume or overwrite):
             raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
-        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots)
+        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs)
 
 
-def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots):
+def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots, jobs=1):
     from ..datasets import load_dataset
     from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
     from ..report import markdown_table, write_results
@@ -139,7 +140,10 @@ def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume
         records.extend(entry["records"])
         write_results(out, records, dataset=dataset.summary(), config=config, label_prior_map=prior)
 
-    run_cells(todo, {name: dataset}, on_entry=save_partial, progress=True)
+    entries = run_cells(todo, {name: dataset}, on_entry=save_partial, progress=True, jobs=jobs)
+    # in the plan's order (with --jobs, cells finish in any order)
+    records = [rec for c in cells if c["key"] in reused for rec in reused[c["key"]]]
+    records += [rec for e in entries for rec in e["records"]]
     written = write_results(out, records, dataset=dataset.summary(), config=config, label_prior_map=prior,
                             tables=True, plots=plots)
     click.echo("MAP over the whole database (Hamming ranking):")

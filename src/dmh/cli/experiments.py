@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from ._options import float_list, int_list, seed_list
+from ._options import float_list, int_list, jobs_option, seed_list
 
 __all__ = ["reproduce"]
 
@@ -63,7 +63,8 @@ report.md (our numbers beside the paper's) and PNG plots."""
     "--reuse",
     multiple=True,
     type=click.Path(file_okay=False),
-    help="output folder of another run whose identical cells are taken instead of refitted (repeatable)",
+    help="output folder of another run whose identical cells are taken instead of refitted (repeatable): its "
+    "cells.json or, where it keeps none (docs/results), its metrics.json",
 )
 @click.option(
     "--shard",
@@ -74,9 +75,10 @@ report.md (our numbers beside the paper's) and PNG plots."""
 )
 @click.option("--quick", is_flag=True, help="reduced run for a smoke test (the config's 'quick' settings)")
 @click.option("--no-plots", is_flag=True, help="skip the PNG figures")
+@jobs_option
 @click.option("--list", "list_only", is_flag=True, help="list the experiments (NAME is ignored)")
 def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reuse, shard, quick, no_plots,
-              list_only):
+              jobs, list_only):
     from pathlib import Path
 
     from ..experiments import load_config, run_experiment
@@ -114,6 +116,7 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
         plots=not no_plots,
         echo=click.echo,
         shard=shard_,
+        jobs=jobs,
     )
     click.echo(f"{result['n_fitted']} cell(s) fitted, {result['n_reused']} reused; wrote {result['out_dir']}:")
     partial = "report" not in result["files"]  # a shard (K/N with N > 1): part of the cells, no report

@@ -24,7 +24,7 @@ from pathlib import Path
 from .._atomic import atomic_write_text, check_writable, exclusive_lock
 from .._json import jsonable as _jsonable
 from ..errors import DataError, DmhError, OutputError, ParameterError, ResultsFileError
-from ..evaluation import KEY_FIELDS, cell_key, data_fingerprint, make_cell, run_cells
+from ..evaluation import KEY_FIELDS, cell_key, check_jobs, data_fingerprint, make_cell, reusable_cells, run_cells
 from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_config: importable here as before
     DOCUMENTED_METHODS,  # noqa: F401
     KINDS,  # noqa: F401
@@ -39,9 +39,10 @@ from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_confi
 from .outputs import write_outputs
 from .summary import summarize_records  # noqa: F401 (importable here as before the split)
 
-__all__ = ["CELLS_FILE", "cell_key", "load_cells", "plan_cells", "run_experiment"]
+__all__ = ["CELLS_FILE", "METRICS_FILE", "cell_key", "load_cells", "load_reusable", "plan_cells", "run_experiment"]
 
 CELLS_FILE = "cells.json"
+METRICS_FILE = "metrics.json"
 
 
 def plan_cells(cfg: dict) -> list[dict]:
@@ -138,6 +139,46 @@ def load_cells(out_dir) -> dict:
     return check_cells(payload, path)
 
 
+def load_reusable(folder, cells: Sequence[dict]) -> dict:
+    """Finished cells of another run's output folder (``--reuse``) for the planned ``cells``:
+    ``{cell_key: entry}``.
+
+    From the folder's ``cells.json`` where it has one; else from its ``metrics.json``, which holds
+    every finished cell's records under their cell keys (the folders in ``docs/results`` keep the
+    report, config, metrics and plots, not the resume state). There, a planned cell is rebuilt from
+    its records where both tasks' records carry its key (:func:`dmh.evaluation.reusable_cells`: the
+    same rule as ``dmh evaluate --resume``); such an entry has no per-round ``history``.
+    """
+    folder = Path(folder)
+    if (folder / CELLS_FILE).is_file():
+        return load_cells(folder)
+    path = folder / METRICS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} or {METRICS_FILE} there (not an experiment "
+                                "output folder)")
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsFileError(path, f"is not valid JSON ({exc})") from None
+    records = payload.get("records") if isinstance(payload, dict) else None
+    if not isinstance(records, list):
+        raise ResultsFileError(path, "is not a metrics file of dmh reproduce (expected an object with a "
+                               "'records' list)")
+    if records:
+        from ..records import check_records
+
+        try:
+            check_records(records)
+        except DmhError as exc:
+            raise ResultsFileError(path, f"is damaged ({exc})") from None
+    found, _lines = reusable_cells(cells, records, str(path))
+    by_key = {c["key"]: c for c in cells}
+    return {
+        key: {"key": key, "cell": by_key[key], "records": recs, "fit_seconds": recs[0].get("fit_seconds")}
+        for key, recs in found.items()
+    }
+
+
 def check_cells(payload, path) -> dict:
     """``{key: entry}`` of a ``cells.json`` payload after checking its shape: an object with a
     ``cells`` list, each entry an object with a ``key``, a ``cell`` and valid result ``records``. A
@@ -194,15 +235,17 @@ def run_experiment(
     plots: bool = True,
     echo: Callable[[str], None] | None = None,
     shard: tuple[int, int] | None = None,
+    jobs: int = 1,
 ) -> dict:
     """Run an experiment config (a name, a path or a dict) and write its results to ``out_dir``.
 
     ``data_dir`` is the folder the config's data-relative paths start from (not needed for built-in
     data). ``datasets``, ``seeds``, ``quick``, ``bits``, ``paired_ratios``, ``runs``: see
     :func:`resolve_config`. Cells already in ``out_dir/cells.json`` are not fitted again, nor are
-    cells found in the ``cells.json`` of a folder in ``reuse`` (another experiment's output: e.g.
-    table8 and fig4 share DMH at 50% with table1; a cell is reused only when its key, see
-    :func:`dmh.evaluation.cell_key`, is equal). ``echo`` receives progress lines. Returns
+    cells found in a folder of ``reuse`` (another experiment's output, its ``cells.json`` or, where
+    it keeps none, its ``metrics.json``: :func:`load_reusable`; e.g. table8 and fig4 share DMH at
+    50% with table1; a cell is reused only when its key, see :func:`dmh.evaluation.cell_key`, is
+    equal). ``echo`` receives progress lines. Returns
     ``{"out_dir", "n_cells", "n_fitted", "n_reused", "files"}``.
 
     ``shard=(k, n)`` (1 <= k <= n) runs only every n-th cell of the plan, from the k-th on, so that
@@ -210,6 +253,9 @@ def run_experiment(
     ``config.json`` and ``cells.json`` but no report (it holds part of the cells; ``(1, 1)`` is an
     ordinary run). A run without ``shard`` that names the n folders in ``reuse`` then assembles the
     whole experiment without fitting anything.
+
+    ``jobs=N`` fits N cells at a time in worker processes (:func:`dmh.evaluation.run_cells`), each
+    finished cell saved at once as in a serial run.
     """
     if shard is not None:
         k_shard, n_shard = shard
@@ -238,9 +284,8 @@ def run_experiment(
                   label=c["label"], grid=c["grid"], source=c["source"])
         for c in plan_cells(cfg)
     ]
-    for folder in reuse or ():  # before the output folder is made or config.json written
-        if not (Path(folder) / CELLS_FILE).is_file():
-            raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} there (not an experiment output folder)")
+    jobs = check_jobs(jobs)
+    borrowable = [load_reusable(folder, cells) for folder in reuse or ()]  # before anything is written
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "it is a file, not a folder (--out)")
@@ -249,6 +294,7 @@ def run_experiment(
     except OSError as exc:
         raise OutputError(out, exc.strerror or str(exc)) from None
     check_writable(out / CELLS_FILE)
+    keep_history = cfg["kind"] == "convergence"
     # one run per output folder: a second run into it would overwrite the first one's cells
     with exclusive_lock(out / CELLS_FILE, what="experiment folder"):
         cfg["resolved"].update(
@@ -269,10 +315,10 @@ def run_experiment(
         stale = len(set(finished) - set(keys))
         n_own = sum(k in finished for k in keys)
         n_borrowed = 0
-        for folder in reuse or ():
-            other = load_cells(folder)
+        for other in borrowable:
             for k in keys:
-                if k not in finished and k in other:
+                # a convergence figure plots each cell's per-round history: a cell without it is fitted
+                if k not in finished and k in other and (not keep_history or other[k].get("history")):
                     finished[k] = other[k]
                     n_borrowed += 1
         if n_borrowed:
@@ -292,7 +338,7 @@ def run_experiment(
             finished[entry["key"]] = entry
             _write_cells(out, finished)
 
-        run_cells(todo, data, on_entry=save, keep_history=cfg["kind"] == "convergence", echo=say)
+        run_cells(todo, data, on_entry=save, keep_history=keep_history, echo=say, jobs=jobs)
         if shard is not None:  # part of the cells: the report is written by the run that assembles them
             files = {"cells": out / CELLS_FILE, "config": out / "config.json"}
         else:
