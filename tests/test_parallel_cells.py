@@ -9,9 +9,10 @@ import pickle
 import pytest
 
 from dmh import get_threads, save_data, set_threads
+from dmh._workers import MAX_JOBS, check_jobs, portable
 from dmh.cli import main
 from dmh.errors import DataError, FitDivergedError, OutputError, ParameterError
-from dmh.evaluation import MAX_JOBS, _portable, check_jobs, plan_evaluation, run_cells
+from dmh.evaluation import plan_evaluation, run_cells
 
 quiet = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -41,7 +42,7 @@ def test_jobs_give_the_serial_results_in_plan_order(toy_data, restore_threads):
     assert [e["key"] for e in parallel] == [c["key"] for c in cells]  # plan order, whatever finished first
     assert _maps(parallel) == _maps(serial)
     assert sorted(e["key"] for e in seen) == sorted(c["key"] for c in cells)  # each handed over once
-    assert lines[0] == f"{len(cells)} cell(s) in 2 worker processes of 1 thread(s) each"
+    assert lines[0] == f"{len(cells)} fit(s) in 2 worker processes of 1 thread(s) each"
     assert len(lines) == len(cells) + 1 and lines[-1].startswith(f"[{len(cells)}/{len(cells)}] toy ")
 
 
@@ -73,15 +74,15 @@ def test_errors_cross_from_a_worker_as_what_they_are():
             super().__init__(f"{a} {b}")
 
     exc = FitDivergedError("loss became NaN")
-    assert _portable(exc) is exc and type(pickle.loads(pickle.dumps(exc))) is FitDivergedError
+    assert portable(exc) is exc and type(pickle.loads(pickle.dumps(exc))) is FitDivergedError
     # OutputError takes (path, problem): pickling rebuilds it with one argument; it stays one line
-    out = _portable(OutputError("/x/y", "read-only"))
+    out = portable(OutputError("/x/y", "read-only"))
     assert isinstance(out, ParameterError) and str(out) == str(OutputError("/x/y", "read-only"))
     assert pickle.loads(pickle.dumps(out)).args == out.args
     try:
         raise Unpicklable(1, 2)
     except Unpicklable as exc:  # raised in the worker: its traceback goes with the stand-in
-        bug = _portable(exc)
+        bug = portable(exc)
     assert type(bug) is RuntimeError and "Unpicklable: 1 2" in str(bug) and "Traceback" in str(bug)
 
 
@@ -106,3 +107,38 @@ def test_cli_jobs_option(toy_data, tmp_path, capsys, restore_threads):
         assert len(err) == 1 and "--jobs" in err[0], err
     assert not (tmp_path / "n.json").exists()
     assert get_threads() >= 1
+
+
+@quiet
+def test_tune_with_jobs_gives_the_serial_records_in_plan_order(toy_data, tmp_path, capsys, restore_threads):
+    from dmh.selection import tune
+
+    grid = [{"reg": 0.5}, {"reg": 1.0}, {"reg": 2.0}]
+
+    def strip(records):
+        return [{k: v for k, v in r.items() if k != "fit_seconds"} for r in records]
+
+    set_threads(1)
+    serial = tune(toy_data, "cvh", grid, [8, 16], [0, 1], test_map=True)
+    set_threads(2)
+    lines, seen = [], []
+    parallel = tune(toy_data, "cvh", grid, [8, 16], [0, 1], test_map=True, jobs=2, echo=lines.append,
+                    on_record=seen.append)
+    assert strip(parallel) == strip(serial) and len(seen) == len(serial) == 12
+    assert lines == ["12 fit(s) in 2 worker processes of 1 thread(s) each"]
+    # the command: --jobs, and its file in the plan's order
+    data = save_data(toy_data, tmp_path / "toy.npz")
+    argv = ["tune", str(data), "--method", "cvh", "--grid", "reg=0.5,1.0,2.0", "--bits", "8,16", "--seeds", "0,1"]
+    assert main(["--threads", "2", *argv, "--jobs", "2", "--out", str(tmp_path / "p.json")]) == 0
+    assert main(["--threads", "1", *argv, "--out", str(tmp_path / "s.json")]) == 0
+    got, want = (json.loads((tmp_path / n).read_text()) for n in ("p.json", "s.json"))
+    assert strip(got["records"]) == strip(want["records"]) and got["chosen"] == want["chosen"]
+    capsys.readouterr()
+    assert main([*argv, "--jobs", "0", "--out", str(tmp_path / "n.json")]) == 2
+    assert "--jobs" in capsys.readouterr().err and not (tmp_path / "n.json").exists()
+
+
+def test_the_cli_bound_is_the_library_bound():
+    from dmh.cli._options import MAX_JOBS as CLI_MAX
+
+    assert CLI_MAX == MAX_JOBS

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import jsonable
+from ._workers import MAX_JOBS, check_jobs
 from .data import CrossModalData, make_semi_paired
 from .errors import DataError, ParameterError
 from .records import TASKS
@@ -294,17 +295,6 @@ def run_cells(
     return entries
 
 
-#: the most worker processes ``jobs`` accepts (far above any machine's cores)
-MAX_JOBS = 1024
-
-
-def check_jobs(jobs) -> int:
-    """``jobs`` checked: an integer from 1 to :data:`MAX_JOBS`."""
-    if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or not 1 <= jobs <= MAX_JOBS:
-        raise ParameterError(f"jobs must be an integer from 1 to {MAX_JOBS}, got {jobs!r}")
-    return int(jobs)
-
-
 def _cell_line(cell: dict) -> str:
     grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
     return f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, seed {cell['seed']}"
@@ -319,109 +309,29 @@ def _training_set(cache: dict, cell: dict, data: CrossModalData) -> CrossModalDa
     return cache[key]
 
 
-# worker processes of run_cells(jobs=N): module-level so that "spawn" finds them by name
-_WORKER: dict = {}
-
-
-def _worker_start(datasets: dict, n_threads: int, keep_history: bool) -> None:
-    import signal
-
-    from ._threads import set_threads
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
-    set_threads(n_threads)  # before torch is imported by a fit
-    _WORKER.update(datasets=datasets, keep_history=keep_history, cache={})
-
-
-def _worker_fit(cell: dict) -> dict:
-    data = _WORKER["datasets"][cell["dataset"]]
-    try:
-        return fit_cell(cell, data, _training_set(_WORKER["cache"], cell, data), _WORKER["keep_history"])
-    except Exception as exc:
-        raise _portable(exc) from None
-
-
-def _portable(exc: Exception) -> Exception:
-    """``exc`` if it survives the trip to the parent process (pickled and rebuilt as the same type
-    with the same message), else an equivalent that does: a :class:`DmhError` keeps its message as
-    a :class:`ParameterError` (still one line at the CLI), anything else becomes a RuntimeError
-    carrying the worker's traceback (a bug, reported as one)."""
-    import pickle
-    import traceback
-
-    from .errors import DmhError
-
-    try:
-        back = pickle.loads(pickle.dumps(exc))
-        if type(back) is type(exc) and str(back) == str(exc):
-            return exc
-    except Exception:  # noqa: BLE001 - any failure to rebuild it means: send a stand-in
-        pass
-    if isinstance(exc, DmhError):
-        return ParameterError(str(exc))
-    return RuntimeError("a worker's fit failed:\n" + "".join(traceback.format_exception(exc)))
+def _fit_cell_task(state: dict, cell: dict) -> dict:
+    """One cell in a worker of :func:`run_cells` (``state``: the datasets, ``keep_history``)."""
+    data = state["datasets"][cell["dataset"]]
+    return fit_cell(cell, data, _training_set(state.setdefault("cache", {}), cell, data), state["keep_history"])
 
 
 def _run_cells_parallel(cells, datasets, jobs, on_entry, keep_history, echo, bar) -> list[dict]:
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
+    from ._workers import run_in_workers
 
-    from ._threads import get_threads
+    n_done = [0]
 
-    jobs = min(jobs, len(cells))
-    n_threads = max(1, get_threads() // jobs)
-    if echo is not None:
-        echo(f"{len(cells)} cell(s) in {jobs} worker processes of {n_threads} thread(s) each")
-    needed = {c["dataset"]: datasets[c["dataset"]] for c in cells}
-    # "spawn": a fresh interpreter per worker; forking a process whose OpenMP/torch pools already
-    # run can hang the child
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_worker_start, initargs=(needed, n_threads, keep_history))
-    entries: dict[int, dict] = {}
-    failure: BaseException | None = None
-    try:
-        index = {pool.submit(_worker_fit, cell): i for i, cell in enumerate(cells)}
-        pending = set(index)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=index.get):
-                if fut.cancelled():
-                    continue
-                try:
-                    entry = fut.result()
-                except Exception as exc:  # the first failure stops new cells; running ones finish
-                    if failure is None:
-                        failure = exc
-                        for other in pending:
-                            other.cancel()
-                    continue
-                i = index[fut]
-                entries[i] = entry
-                if echo is not None:
-                    echo(f"[{len(entries)}/{len(cells)}] {cells[i]['dataset']} {_cell_line(cells[i])}: "
-                         f"{entry['fit_seconds']:.1f} s")
-                if on_entry is not None:
-                    on_entry(entry)
-                if bar is not None:
-                    bar.update(1)
-    except BaseException:  # Ctrl-C or on_entry failing: stop the workers now, fitted cells are saved
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
-    if isinstance(failure, BrokenProcessPool):  # a worker was killed (most often: out of memory)
-        from .errors import ResourceError
+    def handed(i, entry):
+        n_done[0] += 1
+        if echo is not None:
+            echo(f"[{n_done[0]}/{len(cells)}] {cells[i]['dataset']} {_cell_line(cells[i])}: "
+                 f"{entry['fit_seconds']:.1f} s")
+        if on_entry is not None:
+            on_entry(entry)
+        if bar is not None:
+            bar.update(1)
 
-        raise ResourceError(
-            f"a worker process of jobs={jobs} ended abruptly (killed, most often for lack of memory: each worker "
-            f"holds the data and one fit); the {len(entries)} cell(s) finished before it are saved: run again "
-            "with fewer jobs"
-        ) from None
-    if failure is not None:
-        raise failure
-    return [entries[i] for i in range(len(cells))]
+    state = {"datasets": {c["dataset"]: datasets[c["dataset"]] for c in cells}, "keep_history": keep_history}
+    return run_in_workers(_fit_cell_task, cells, jobs=jobs, state=state, on_result=handed, echo=echo)
 
 
 def reusable_cells(cells: Sequence[dict], records: Sequence[dict], where: str = "the results file"):

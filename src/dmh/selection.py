@@ -346,7 +346,8 @@ def spearman(x, y) -> float | None:
 def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence[int], seeds: Sequence[int],
          *, paired_ratio: float = 1.0, holdout: float = 0.15, fixed_params: dict | None = None,
          test_map: bool = False, records: list | None = None, on_record: Callable[[dict], None] | None = None,
-         on_resume: Callable[[int, int], None] | None = None, progress: bool = False) -> list[dict]:
+         on_resume: Callable[[int, int], None] | None = None, progress: bool = False, jobs: int = 1,
+         echo: Callable[[str], None] | None = None) -> list[dict]:
     """Fit every candidate (grid x bits x seeds) on the training set minus held-out pairs and score
     it without labels (:func:`score_model`). ``records`` are finished results (resuming: their cells
     are skipped). With ``test_map`` the MAP on the data's query/database split is also recorded, to
@@ -357,12 +358,16 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
     ``data`` needs a training split (``train_idx``) or is used whole. For each seed, the training
     set is made semi-paired at ``paired_ratio`` (:func:`dmh.make_semi_paired`) and then the held-out
     pairs are drawn from its pairs with the same seed.
-    """
-    import time
 
-    from .data import make_semi_paired
+    ``jobs=N`` (N > 1) fits N candidates at a time in worker processes (:mod:`dmh._workers`: each
+    with dmh's threads // N, a fit's result that of a serial run at that thread count; ``echo``
+    gets the line saying so). ``on_record`` then receives records as they finish. The list returned
+    holds ``records`` and the new ones, in the plan's order either way.
+    """
+    from ._workers import check_jobs
     from .methods import get_method_class
 
+    jobs = check_jobs(jobs)
     klass = get_method_class(method)
     valid = set(klass().get_params(deep=False))
     fixed_params = dict(fixed_params or {})
@@ -395,8 +400,6 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
                         "other parameter values (--param, or a changed default; first: "
                         f"{r['candidate']} {r['n_bits']} bits seed {r['seed']}): start a new --out")
     train_full = data.train() if data.train_idx is not None else data
-    if test_map:
-        query, database = data.query(), data.database()
     n_planned = len(cells)
     cells = [(c, k) for c, k in zip(cells, keys, strict=True) if k not in done]
     if on_resume is not None and n_planned > len(cells):
@@ -406,43 +409,70 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(cells), desc="tune", unit="fit")
-    split_cache: dict = {}
-    for (seed, n_bits, params), key in cells:
-        if seed not in split_cache:
-            split_cache.clear()
-            train = train_full if paired_ratio >= 1.0 else make_semi_paired(train_full, paired_ratio, random_state=seed)
-            split_cache[seed] = holdout_pairs(train, holdout, random_state=seed)
-        fit_data, held = split_cache[seed]
-        model = klass(n_bits=int(n_bits), random_state=int(seed), **{**fixed_params, **params})
-        t0 = time.perf_counter()
-        model.fit(fit_data)
-        fit_s = time.perf_counter() - t0
-        rec = {
-            "key": key,
-            "method": method,
-            "candidate": candidate_key(params),
-            "params": params,
-            "n_bits": int(n_bits),
-            "seed": int(seed),
-            "paired_ratio": float(paired_ratio),
-            "fit_seconds": round(fit_s, 3),
-            "n_fit": fit_data.n_objects,
-            "n_heldout_pairs": held.n,
-            "label_free": score_model(model, held, fit_data),
-        }
-        if test_map:
-            from .evaluation import evaluate_model
+    state = {"klass": klass, "method": method, "fixed_params": fixed_params, "train": train_full,
+             "paired_ratio": paired_ratio, "holdout": holdout,
+             "test": (data.query(), data.database()) if test_map else None}
 
-            sc = evaluate_model(model, query, database)
-            rec["test_map"] = {task: v["map"] for task, v in sc.items()}
+    def finished(_i, rec):
         records.append(rec)
         if on_record is not None:
             on_record(rec)
         if bar is not None:
             bar.update(1)
-    if bar is not None:
-        bar.close()
-    return records
+
+    try:
+        if jobs > 1 and len(cells) > 1:
+            from ._workers import run_in_workers
+
+            run_in_workers(_tune_fit, cells, jobs=jobs, state=state, on_result=finished, echo=echo)
+        else:
+            for i, cell in enumerate(cells):
+                finished(i, _tune_fit(state, cell))
+    finally:
+        if bar is not None:
+            bar.close()
+    order = {k: i for i, k in enumerate(keys)}  # the plan's order, whatever finished first
+    return sorted(records, key=lambda r: order.get(r["key"], -1))
+
+
+def _tune_fit(state: dict, cell) -> dict:
+    """Fit and score one candidate of :func:`tune` (in this process or a worker's)."""
+    import time
+
+    from .data import make_semi_paired
+
+    (seed, n_bits, params), key = cell
+    cache = state.setdefault("split_cache", {})
+    if seed not in cache:
+        cache.clear()
+        train = state["train"]
+        if state["paired_ratio"] < 1.0:
+            train = make_semi_paired(train, state["paired_ratio"], random_state=seed)
+        cache[seed] = holdout_pairs(train, state["holdout"], random_state=seed)
+    fit_data, held = cache[seed]
+    model = state["klass"](n_bits=int(n_bits), random_state=int(seed), **{**state["fixed_params"], **params})
+    t0 = time.perf_counter()
+    model.fit(fit_data)
+    fit_s = time.perf_counter() - t0
+    rec = {
+        "key": key,
+        "method": state["method"],
+        "candidate": candidate_key(params),
+        "params": params,
+        "n_bits": int(n_bits),
+        "seed": int(seed),
+        "paired_ratio": float(state["paired_ratio"]),
+        "fit_seconds": round(fit_s, 3),
+        "n_fit": fit_data.n_objects,
+        "n_heldout_pairs": held.n,
+        "label_free": score_model(model, held, fit_data),
+    }
+    if state["test"] is not None:
+        from .evaluation import evaluate_model
+
+        sc = evaluate_model(model, *state["test"])
+        rec["test_map"] = {task: v["map"] for task, v in sc.items()}
+    return rec
 
 
 def summarize(records: Sequence[dict]) -> list[dict]:

@@ -96,16 +96,16 @@ def split_param(item: str, form: str = "KEY=VALUE") -> tuple[str, object]:
     return key, value
 
 
-#: the most --jobs accepted (dmh.evaluation.MAX_JOBS; not imported here, to keep the CLI's start light)
+#: the most --jobs accepted (dmh._workers.MAX_JOBS; not imported here, to keep the CLI's start light)
 MAX_JOBS = 1024
 
 
 def jobs_option(command):
-    """``--jobs N``: cells fitted at once, each in its own worker process (dmh.evaluation.run_cells)."""
+    """``--jobs N``: fits made at once, each in its own worker process (:mod:`dmh._workers`)."""
     return click.option(
         "--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True,
-        help="fit this many cells at once, each in its own process with --threads / JOBS threads (at least 1; "
-        "a cell's result is that of a serial run at that thread count); memory grows about JOBS-fold",
+        help="make this many fits at once, each in its own process with --threads / JOBS threads (at least 1; "
+        "a fit's result is that of a serial run at that thread count); memory grows about JOBS-fold",
     )(command)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._options import int_list, reject_own_options, seed_list
+from ._options import int_list, jobs_option, reject_own_options, seed_list, split_param
 
 __all__ = ["tune"]
 
@@ -35,7 +35,8 @@ refuses a file of other settings."""
 @click.option("--test-map", is_flag=True,
               help="also record test MAP (needs labels) to validate the criterion; never used to choose")
 @click.option("--out", type=click.Path(dir_okay=False), default="tune.json", show_default=True)
-def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_map, out):
+@jobs_option
+def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_map, out, jobs):
     from .._atomic import atomic_write_text
     from .._json import jsonable
     from ..datasets import load_dataset
@@ -47,12 +48,8 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     candidates = parse_grid(grid, method)
     fixed = {}
     for item in params:
-        if "=" not in item:
-            raise click.BadParameter(f"--param expects KEY=VALUE, got {item!r}")
-        from ..selection import _literal
-
-        key, value = item.split("=", 1)
-        fixed[key.split(".", 1)[-1]] = _literal(value)
+        key, value = split_param(item)
+        fixed[key.split(".", 1)[-1]] = value
     if not 0.0 < paired_ratio <= 1.0:
         raise click.BadParameter(f"--paired-ratio must lie in (0, 1], got {paired_ratio}")
     bit_list, seeds_ = int_list(bits, "--bits"), seed_list(seeds, "--seeds")
@@ -97,10 +94,12 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
             line += "  test MAP " + "/".join(f"{v:.3f}" for v in rec["test_map"].values())
         click.echo(line)
 
-    run_tune(dataset, method, candidates, bit_list, seeds_, paired_ratio=paired_ratio, holdout=holdout,
-             fixed_params=fixed, test_map=test_map, records=list(records), on_record=on_record,
-             on_resume=lambda reused, planned: click.echo(f"Resuming: {reused} of {planned} fit(s) already in {out}"))
-    write(records)
+    records = run_tune(
+        dataset, method, candidates, bit_list, seeds_, paired_ratio=paired_ratio, holdout=holdout,
+        fixed_params=fixed, test_map=test_map, records=list(records), on_record=on_record, jobs=jobs, echo=click.echo,
+        on_resume=lambda reused, planned: click.echo(f"Resuming: {reused} of {planned} fit(s) already in {out}"),
+    )
+    write(records)  # in the plan's order (with --jobs, fits finish in any order)
     click.echo("candidate | bits | label-free score" + (" | test MAP (not used to choose)" if test_map else ""))
     for row in summarize(records):
         extra = f" | {row['test_map']:.4f}" if "test_map" in row else ""
