@@ -92,9 +92,10 @@ def run_in_workers(task: Callable[[dict, object], object], items: Sequence, *, j
 
     from ._threads import get_threads
 
+    jobs = check_jobs(jobs)
     if not items:
         return []
-    jobs = min(check_jobs(jobs), len(items))
+    jobs = min(jobs, len(items))
     n_threads = max(1, get_threads() // jobs)
     if echo is not None:
         echo(f"{len(items)} fit(s) in {jobs} worker processes of {n_threads} thread(s) each")
