@@ -155,6 +155,66 @@ def test_ridge_complement_is_the_same_with_and_without_the_shortcut(monkeypatch)
         assert np.array_equal(a, b, equal_nan=True)
 
 
+def test_the_dual_solver_predicts_ridgecvs_model(monkeypatch):
+    """ridge_predict_dual: RidgeCV's penalty and predictions (up to rounding), on problems whose noise
+    moves the choice over the grid; None where the features are fewer than the objects."""
+    from sklearn.linear_model import RidgeCV
+
+    rng = np.random.default_rng(5)
+    chosen = set()
+    for noise in (0.01, 0.5, 3.0, 30.0):
+        X, Y = _ridge_problem(rng, 60, 90, 7)
+        Y = Y + noise * rng.normal(size=Y.shape) + 5.0  # an intercept to fit
+        X_new = rng.normal(size=(9, 90))
+        grid = [a * float(np.mean(np.sum(X * X, axis=1))) for a in unpaired.RIDGE_ALPHAS]
+        full = RidgeCV(alphas=grid, fit_intercept=True).fit(X, Y)
+        want = full.predict(X_new)
+        got = unpaired.ridge_predict_dual(X, Y, grid, X_new)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
+        one = unpaired.ridge_predict_dual(X, Y[:, 0], grid, X_new)  # one target: a vector, as RidgeCV's
+        np.testing.assert_allclose(one, RidgeCV(alphas=grid).fit(X, Y[:, 0]).predict(X_new), rtol=1e-9, atol=1e-8)
+        chosen.add(full.alpha_)
+    assert len(chosen) >= 2
+    X, Y = _ridge_problem(rng, 90, 60, 7)
+    assert unpaired.ridge_predict_dual(X, Y, grid, X[:3]) is None
+
+
+def test_ridge_complement_dual_agrees_with_sklearn():
+    rng = np.random.default_rng(4)
+    n = 80
+    X, T = _ridge_problem(rng, n, 120, 100)
+    img, txt = np.ones(n, bool), np.ones(n, bool)
+    txt[50:60] = False
+    img[60:70] = False
+    views = [np.where(img[:, None], X, 0.0), np.where(txt[:, None], T, 0.0)]
+    plain = unpaired.ridge_complement(views, [img, txt])
+    dual = unpaired.ridge_complement(views, [img, txt], solver="dual")
+    for a, b in zip(dual, plain, strict=True):
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=1e-9, atol=1e-9)
+    with pytest.raises(ValueError, match="solver must be one of"):
+        unpaired.ridge_complement(views, [img, txt], solver="svd")
+
+
+def test_dmh_ridge_solver(toy_data, monkeypatch):
+    semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
+    params = {**TINY, "hidden_size": 64}  # refreshed features of 64-d: more than the 40 paired objects
+    a = DMH(8, random_state=0, **params).fit(semi)
+    calls = []
+    dual = unpaired.ridge_predict_dual
+    monkeypatch.setattr(unpaired, "ridge_predict_dual", lambda *args: calls.append(dual(*args)) or calls[-1])
+    b = DMH(8, random_state=0, ridge_solver="dual", **params).fit(semi)
+    # round 1 (12-d and 9-d raw views: fewer features than pairs) falls back to RidgeCV; round 2 is dual
+    assert len(calls) == 4 and [c is None for c in calls] == [True, True, False, False]
+    # the same model up to rounding: the codes agree almost everywhere
+    for ca, cb in zip(_codes(a, toy_data), _codes(b, toy_data), strict=True):
+        assert np.mean(ca == cb) >= 0.95
+    for bad in ("svd", None, 1):
+        with pytest.raises(ValueError, match="ridge_solver must be one of"):
+            DMH(8, ridge_solver=bad, **TINY).fit(semi)
+
+
 def test_bad_values_are_refused(toy_data):
     semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
     for bad in (dict(unpaired_weight=1.5), dict(unpaired_weight="x"), dict(unpaired_complement="mean"),

@@ -166,6 +166,14 @@ class DMH(BaseHasher):
         a ridge regression from the observed view to the missing one fitted on the paired objects
         each round (``"ridge"``, penalty by leave-one-out error over the pairs; the default preset,
         see docs/quality.md). Fully paired data have nothing to complement: no effect there.
+    ridge_solver : {"sklearn", "dual"}
+        How ``unpaired_complement="ridge"`` solves its regressions. ``"sklearn"`` (default, and what
+        every documented result ran with): scikit-learn's ``RidgeCV``. ``"dual"``: the same model
+        and penalty choice, predicted in the dual form without forming the regression's
+        coefficients (:func:`dmh.methods.unpaired.ridge_predict_dual`), where the paired objects
+        are fewer than the features (the 4,096-d refreshed features of a few thousand objects);
+        much less work (docs/speed.md), predictions equal up to rounding (~1e-12 relative), so
+        codes can differ in a few bits.
     unpaired_dam : bool or None
         Whether the unpaired objects also train the hash networks (True: the paper); False trains
         each network on the paired objects only (the unpaired objects still shape S^Y and Y).
@@ -223,7 +231,7 @@ class DMH(BaseHasher):
     #: options added after results were written, with the value those results ran with: a cell
     #: leaves them out of its key at that value, so finished runs stay reusable
     #: (:func:`dmh.evaluation.full_params`)
-    key_neutral = {"dam_precision": "float32", "gamma_scaling": "none"}
+    key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn"}
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
@@ -235,7 +243,7 @@ class DMH(BaseHasher):
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
                  dam_stop=None, dam_agree_tol=1e-3, dam_lean=None, record_diagnostics=False, cle_dtype=None,
                  unpaired_weight=None, unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
-                 dam_precision="float32", gamma_scaling=None):
+                 dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn"):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -287,6 +295,7 @@ class DMH(BaseHasher):
         self.cle_scaling = cle_scaling
         self.dam_precision = dam_precision
         self.gamma_scaling = gamma_scaling
+        self.ridge_solver = ridge_solver
 
     def _opt(self, name):
         """An option's value: as given, or the preset's when ``None``."""
@@ -359,6 +368,7 @@ class DMH(BaseHasher):
             "cle_scaling": ("feature", "view", "auto"),
             "dam_precision": ("float32", "bfloat16", "auto"),
             "gamma_scaling": ("none", "bits"),
+            "ridge_solver": ("sklearn", "dual"),
         }
         if not isinstance(self.preset, str) or self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -469,7 +479,7 @@ class DMH(BaseHasher):
                 Zs = [None, None]
                 given = None
                 if self._opt("unpaired_complement") == "ridge" and self.complement == "lle" and not paired.all():
-                    given = unpaired.ridge_complement(views, masks)
+                    given = unpaired.ridge_complement(views, masks, solver=self.ridge_solver)
                 cle_t = {}
                 res = cle_mod.fit_cle(
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
