@@ -142,3 +142,24 @@ def test_the_cli_bound_is_the_library_bound():
     from dmh.cli._options import MAX_JOBS as CLI_MAX
 
     assert CLI_MAX == MAX_JOBS
+
+
+def _square_or_die(state, item):  # a worker task (module level: spawned workers import it by name)
+    import os
+
+    if item == state["die_at"]:
+        os._exit(3)  # as the kernel's out-of-memory killer would end it: no exception, no clean-up
+    return item * item
+
+
+def test_a_killed_worker_is_one_clear_error_and_the_finished_results_are_handed_over(restore_threads):
+    from dmh._workers import run_in_workers
+    from dmh.errors import ResourceError
+
+    set_threads(2)
+    assert run_in_workers(_square_or_die, [1, 2, 3], jobs=2, state={"die_at": None}) == [1, 4, 9]
+    got = []
+    with pytest.raises(ResourceError, match="ended abruptly.*fewer jobs"):
+        run_in_workers(_square_or_die, list(range(6)), jobs=2, state={"die_at": 3},
+                       on_result=lambda i, r: got.append((i, r)))
+    assert all(r == i * i for i, r in got) and (3, 9) not in got
