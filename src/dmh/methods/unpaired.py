@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ParameterError
+
 #: ridge penalties tried, in units of the mean squared row norm of the predicting view (paired objects)
 RIDGE_ALPHAS = tuple(10.0 ** np.arange(-3, 4))
 
@@ -55,7 +57,7 @@ def ridge_complement(views, masks, alphas=RIDGE_ALPHAS, solver: str = "sklearn")
     from sklearn.linear_model import RidgeCV
 
     if solver not in RIDGE_SOLVERS:
-        raise ValueError(f"solver must be one of {RIDGE_SOLVERS}, got {solver!r}")
+        raise ParameterError(f"solver must be one of {RIDGE_SOLVERS}, got {solver!r}")
     paired = masks[0] & masks[1]
     out = []
     for v in (0, 1):
