@@ -73,7 +73,7 @@ def root(shapes_collection, tmp_path_factory):
         (["build", "{photos}", "{captions}", "-o", "{r}/afile/col"], "afile is a file, not a folder"),
         (["build", "{photos}", "{captions}", "-o", "{r}/o10", "--param", "reg=abc"], "--param: CVH: reg must be"),
         (["build", "{photos}", "{captions}", "-o", "{r}/o11", "--param", "n_bits=8"], "--param n_bits is set by"),
-        (["build", "{photos}", "{captions}", "-o", "{r}/o12", "--param", "reg= "], "--param: the value of 'reg' must not"),
+        (["build", "{photos}", "{captions}", "-o", "{r}/o12", "--param", "reg= "], "the value of 'reg' must not"),
         (["build", "{photos}", "{captions}", "-o", "{r}/o13", "--param", "=0.5"], "--param: '=0.5' names no parameter"),
         (["search", "{col}"], "give exactly one query"),
         (["search", "{col}", "--text", "red", "--like", "1"], "give exactly one query"),

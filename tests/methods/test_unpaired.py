@@ -139,14 +139,17 @@ def test_gcv_alpha_chooses_as_ridgecv_and_the_one_penalty_fit_is_ridgecvs_model(
     assert unpaired.gcv_alpha(X, Y, [1.0, 1.0]) is None
 
 
-def test_ridge_complement_is_the_same_with_and_without_the_shortcut(monkeypatch):
-    rng = np.random.default_rng(4)
-    n = 80
-    X, T = _ridge_problem(rng, n, 120, 100)
+def _semi_paired_views(n=80):
+    """Two views of a linear problem (120-d and 100-d) with 10 image-only and 10 text-only objects."""
+    X, T = _ridge_problem(np.random.default_rng(4), n, 120, 100)
     img, txt = np.ones(n, bool), np.ones(n, bool)
     txt[50:60] = False
     img[60:70] = False
-    views = [np.where(img[:, None], X, 0.0), np.where(txt[:, None], T, 0.0)]
+    return [np.where(img[:, None], X, 0.0), np.where(txt[:, None], T, 0.0)], img, txt
+
+
+def test_ridge_complement_is_the_same_with_and_without_the_shortcut(monkeypatch):
+    views, img, txt = _semi_paired_views()
     monkeypatch.setattr(unpaired, "GCV_MIN_WORK", 0)
     fast = unpaired.ridge_complement(views, [img, txt])
     monkeypatch.setattr(unpaired, "gcv_alpha", lambda *a: None)  # RidgeCV over the whole grid, as before
@@ -181,13 +184,7 @@ def test_the_dual_solver_predicts_ridgecvs_model(monkeypatch):
 
 
 def test_ridge_complement_dual_agrees_with_sklearn():
-    rng = np.random.default_rng(4)
-    n = 80
-    X, T = _ridge_problem(rng, n, 120, 100)
-    img, txt = np.ones(n, bool), np.ones(n, bool)
-    txt[50:60] = False
-    img[60:70] = False
-    views = [np.where(img[:, None], X, 0.0), np.where(txt[:, None], T, 0.0)]
+    views, img, txt = _semi_paired_views()
     plain = unpaired.ridge_complement(views, [img, txt])
     dual = unpaired.ridge_complement(views, [img, txt], solver="dual")
     for a, b in zip(dual, plain, strict=True):
