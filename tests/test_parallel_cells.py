@@ -92,6 +92,8 @@ def test_cli_jobs_option(toy_data, tmp_path, capsys, restore_threads):
     out = tmp_path / "r.json"
     assert main(["--threads", "2", "evaluate", str(data), "--method", "cvh,imh", "--bits", "8,16",
                  "--paired-ratio", "1.0", "--seeds", "0,1", "--jobs", "2", "--out", str(out)]) == 0
+    # it says how the fits are split, as reproduce and tune do
+    assert "8 fit(s) in 2 worker processes of 1 thread(s) each" in capsys.readouterr().out
     ref = tmp_path / "ref.json"
     assert main(["--threads", "1", "evaluate", str(data), "--method", "cvh,imh", "--bits", "8,16",
                  "--paired-ratio", "1.0", "--seeds", "0,1", "--out", str(ref)]) == 0

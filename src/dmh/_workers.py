@@ -76,6 +76,14 @@ def portable(exc: Exception) -> Exception:
     return RuntimeError("a worker's task failed:\n" + "".join(traceback.format_exception(exc)))
 
 
+def split_line(n_items: int, jobs: int) -> str:
+    """The line saying how :func:`run_in_workers` splits ``n_items`` fits over ``jobs`` workers."""
+    from ._threads import get_threads
+
+    jobs = max(1, min(jobs, n_items))
+    return f"{n_items} fit(s) in {jobs} worker processes of {max(1, get_threads() // jobs)} thread(s) each"
+
+
 def run_in_workers(task: Callable[[dict, object], object], items: Sequence, *, jobs: int, state: dict,
                    on_result: Callable[[int, object], None] | None = None,
                    echo: Callable[[str], None] | None = None) -> list:
@@ -98,7 +106,7 @@ def run_in_workers(task: Callable[[dict, object], object], items: Sequence, *, j
     jobs = min(jobs, len(items))
     n_threads = max(1, get_threads() // jobs)
     if echo is not None:
-        echo(f"{len(items)} fit(s) in {jobs} worker processes of {n_threads} thread(s) each")
+        echo(split_line(len(items), jobs))
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
                                initargs=(state, n_threads))
     results: dict[int, object] = {}

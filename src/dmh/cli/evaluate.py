@@ -140,6 +140,10 @@ def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume
         records.extend(entry["records"])
         write_results(out, records, dataset=dataset.summary(), config=config, label_prior_map=prior)
 
+    if jobs > 1 and len(todo) > 1:
+        from .._workers import split_line
+
+        click.echo(split_line(len(todo), jobs))  # as reproduce and tune say it
     entries = run_cells(todo, {name: dataset}, on_entry=save_partial, progress=True, jobs=jobs)
     # in the plan's order (with --jobs, cells finish in any order)
     records = [rec for c in cells if c["key"] in reused for rec in reused[c["key"]]]
