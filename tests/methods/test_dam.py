@@ -129,6 +129,31 @@ def test_lean_hidden_weight_gradient_kept_in_place_and_accumulates(modality):
     torch.testing.assert_close(first.grad, plain.body[0].weight.grad, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize(("modality", "d"), [("image", 120), ("text", 120), ("text", 3)])
+def test_kept_gradient_marked_zero_trains_bit_for_bit_as_written_zeros(modality, d, monkeypatch):
+    """Training marks the kept first-layer gradient as zero instead of writing zeros (the next
+    product overwrites it): the trained weights are those of zeroing every gradient in place, bit
+    for bit, also where the network takes autograd's own path (text too short to pool)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(70, d)).astype(np.float32)
+    H = np.sign(rng.normal(size=(70, 8))).astype(np.float32)
+
+    def trained():
+        torch.manual_seed(0)
+        net = dam.make_net(modality, d, 8, (32,))
+        net.lean = True
+        dam.train_net(net, X, H, epochs=3, lr=1e-2, batch_size=16, generator=torch.Generator().manual_seed(0))
+        return net
+
+    marked = trained()
+    kept = marked.kept_grad_weight
+    assert (kept is None) == (d == 3)
+    monkeypatch.setattr(dam, "_zero_grads", lambda opt, kept: opt.zero_grad(set_to_none=False))
+    written = trained()
+    for (name, a), b in zip(marked.state_dict().items(), written.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
 @pytest.mark.parametrize("modality", ["image", "text"])
 @pytest.mark.parametrize("lean", [False, True])
 def test_bf16_products_close_to_float32_and_state_stays_float32(modality, lean):

@@ -83,8 +83,34 @@ def _weight_grad_into(weight: torch.Tensor, grad: torch.Tensor, inp: torch.Tenso
     product, bit for bit (``addmm`` into zeros)."""
     if weight.grad is None:
         weight.grad = grad.t().mm(inp)
+    elif weight.__dict__.pop(_STALE, False):  # zeroed in name only (:func:`_zero_grads`): overwrite
+        torch.mm(grad.t(), inp, out=weight.grad)
     else:
         torch.addmm(weight.grad, grad.t(), inp, out=weight.grad)
+
+
+#: the attribute by which :func:`_zero_grads` marks a kept gradient buffer as zero without writing it
+_STALE = "_dmh_grad_stale"
+
+
+def _zero_grads(opt: torch.optim.Optimizer, kept: torch.Tensor | None) -> None:
+    """Zero the gradients before a training step: ``set_to_none`` without a kept buffer; with one
+    (``kept``, the weight whose gradient :func:`_weight_grad_into` fills) the others are zeroed in
+    place and ``kept``'s buffer is only marked, so that the next product overwrites it instead of
+    adding to zeros written first: the same values bit for bit (``mm`` and ``addmm`` into zeros are
+    one kernel), one 64 MiB write fewer per imgNet step at paper scale (about 4 ms of 75 on two
+    threads)."""
+    if kept is None:
+        opt.zero_grad(set_to_none=True)
+        return
+    for group in opt.param_groups:
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            if p is kept:
+                p.__dict__[_STALE] = True
+            else:
+                p.grad.zero_()
 
 
 class _Bf16Layer:
@@ -260,6 +286,17 @@ class HashNet(nn.Module):
         keeps its own buffers and wants ``set_to_none=True``."""
         return self._lean and self._bf16 is None
 
+    @property
+    def kept_grad_weight(self) -> torch.Tensor | None:
+        """The weight whose gradient training leaves to :func:`_weight_grad_into` alone (the first
+        hidden layer of a lean float32 network that takes the custom path of :meth:`features`), or
+        ``None``: only such a gradient may be marked zero instead of written (:func:`_zero_grads`)."""
+        if not self.keeps_weight_grad or not len(self.body):
+            return None
+        if self.fusion is not None and not self.fusion.kernels:
+            return None  # the plain path: autograd accumulates this gradient itself
+        return self.body[0].weight
+
     def features(self, x):
         custom = (self._lean or self._bf16 is not None) and len(self.body) and torch.is_grad_enabled() \
             and not x.requires_grad
@@ -329,7 +366,7 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
     net.train()
     # lean float32 nets accumulate their hidden layer's weight gradient into a kept buffer: zero it,
     # keep it (the bfloat16 path keeps its own buffers and sets the gradient afresh)
-    keep_grads = getattr(net, "keeps_weight_grad", False)
+    kept = getattr(net, "kept_grad_weight", None)
     for _ in range(epochs):
         perm = torch.randperm(n, generator=generator).to(device)
         total = torch.zeros((), dtype=torch.float64, device=device)  # no host sync per batch
@@ -338,7 +375,7 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
             idx = perm[s : s + batch_size]
             out = net(Xt[idx])
             loss = ((out - Ht[idx]) ** 2).sum(1).mean()
-            opt.zero_grad(set_to_none=not keep_grads)
+            _zero_grads(opt, kept)
             loss.backward()
             opt.step()
             total += loss.detach().double() * idx.numel()
