@@ -163,11 +163,45 @@ def test_sampled_solver_is_exact_when_the_draws_cover_every_pair(kind):
         torch.testing.assert_close(g2, g1, rtol=1e-9, atol=1e-12)
 
 
+def test_neighbour_lookup_by_bitmap_and_by_sorted_keys_is_p_pattern(monkeypatch):
+    # drawn pairs are looked up in a bitmap of P's nonzeros, or above BITMAP_MAX_BYTES among its
+    # sorted keys: both give P's pattern, pair by pair
+    n = 41
+    Y, _, _ = _setup(n=n)
+    want = torch.as_tensor(gbe.PairSimilarity(Y, "perplexity", perplexity=3.0).cache > 0)
+    key = torch.arange(n)[:, None] * n + torch.arange(n)[None, :]
+    by_bits = gbe.SampledSimilarity(Y, "perplexity", perplexity=3.0)
+    assert by_bits.bitmap is not None and by_bits.keys is None
+    monkeypatch.setattr(gbe, "BITMAP_MAX_BYTES", 0)
+    by_keys = gbe.SampledSimilarity(Y, "perplexity", perplexity=3.0)
+    assert by_keys.bitmap is None
+    assert torch.equal(by_bits.is_neighbour(key), want) and torch.equal(by_keys.is_neighbour(key), want)
+    assert 0 < int(want.sum()) < n * (n - 1)
+
+
+def test_cpu_fit_with_sparse_p_takes_all_blocks_at_once(monkeypatch):
+    # on a CPU the approximate solver with the sparse P runs the batched step, and its fit follows
+    # the block loop's (the same draws and estimates, summed in another order)
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(90, 6))
+    calls = []
+    batched = gbe.gbe_loss_and_grad_sampled_batched
+    monkeypatch.setattr(gbe, "gbe_loss_and_grad_sampled_batched", lambda *a, **k: calls.append(1) or batched(*a, **k))
+    kw = dict(similarity="perplexity", solver="approx", perplexity=5.0, chunk_size=16, max_iter=30, tol=0.0)
+    got = gbe.fit_gbe(Y, 8, rng=np.random.default_rng(1), dtype=torch.float64, **kw)
+    assert calls
+    monkeypatch.setattr(gbe, "gbe_loss_and_grad_sampled_batched", gbe.gbe_loss_and_grad_sampled)
+    ref = gbe.fit_gbe(Y, 8, rng=np.random.default_rng(1), dtype=torch.float64, **kw)
+    np.testing.assert_allclose(got.relaxed, ref.relaxed, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(got.codes, ref.codes)
+
+
 @pytest.mark.parametrize("kind", ["clip", "shift", "perplexity"])
 @pytest.mark.parametrize("quantization", ["mean", "sum"])
 def test_batched_sampled_gradient_equals_the_block_loop(kind, quantization):
-    # the GPU form (all blocks at once, one synchronisation) computes the same estimates from the
-    # same draws as the block loop the CPU runs; n = 53 leaves a partial last block of 6 rows
+    # the batched form (all blocks at once, one synchronisation: a GPU's, and a CPU's for the sparse
+    # P) computes the same estimates from the same draws as the block loop; n = 53 leaves a partial
+    # last block of 6 rows
     n, chunk = 53, 8
     Y, H, _ = _setup(n=n)
     Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=4, chunk_size=chunk, perplexity=3.0)
@@ -233,8 +267,12 @@ def test_solver_argument_checked():
 def test_auto_solver_switches_at_approx_min_n_for_both_similarities(monkeypatch):
     Y = np.random.default_rng(0).normal(size=(40, 5))
     used = []
-    real = gbe.gbe_loss_and_grad_sampled
-    monkeypatch.setattr(gbe, "gbe_loss_and_grad_sampled", lambda *a, **k: used.append(1) or real(*a, **k))
+
+    def counted(real):
+        return lambda *a, **k: used.append(1) or real(*a, **k)
+
+    for name in ("gbe_loss_and_grad_sampled", "gbe_loss_and_grad_sampled_batched"):  # the loop or all blocks at once
+        monkeypatch.setattr(gbe, name, counted(getattr(gbe, name)))
     for kind in ("clip", "perplexity"):
         for min_n, approx in ((41, False), (40, True)):
             monkeypatch.setattr(gbe, "APPROX_MIN_N", min_n)
