@@ -67,7 +67,7 @@ APPROX_MIN_N = 10_000
 
 #: the largest bitmap of P's nonzero pattern (one bit per pair) the approximate solver keeps for its
 #: lookups of drawn pairs: up to about 46,000 objects (256 MiB there, far below the fit's other arrays
-#: at that size; a step at 40,000 objects took 290 ms against 430 ms by the search); above, it
+#: at that size; a step at 40,000 objects took 300 ms with it against 424 ms by the search); above, it
 #: searches P's sorted keys
 BITMAP_MAX_BYTES = 256 * 1024**2
 
@@ -521,7 +521,7 @@ def gbe_loss_and_grad_sampled_batched(H: torch.Tensor, S: SampledSimilarity, J: 
     drawn pairs as batched matrix products over the blocks, and one device synchronisation per
     call instead of several per block. For a GPU, where the block loop is bound by kernel
     launches and synchronisations (391 blocks a step at 100,000 objects), and for the sparse P on
-    a CPU too (43 against 70 ms a step at 10,000 objects, 64 bits, two threads); it holds n x m
+    a CPU too (44 against 71 ms a step at 10,000 objects, 64 bits, two threads); it holds n x m
     drawn pairs (and, for the dense similarities, n x k x m neighbour tests, which make it slower
     than the loop on a CPU) at once."""
     n, c = H.shape
