@@ -75,3 +75,24 @@ def test_drop_self_removes_the_query_or_else_the_last_entry():
     got, d = drop_self(idx, dist)
     np.testing.assert_array_equal(got, [[5, 6], [7, 8], [3, 4]])
     np.testing.assert_array_equal(d, [[1, 2], [3, 5], [6, 7]])
+
+
+@pytest.mark.parametrize(("n", "k"), [(300, 6), (130, 40)])
+def test_symmetric_self_search_matches_the_row_block_search(n, k, monkeypatch):
+    # from SYMMETRIC_MIN_N objects on, a set's search among itself multiplies each pair of row blocks
+    # once; the neighbours are the reference search's (several blocks, a partial last one; k above
+    # a block's width in the second case)
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(n, 9))
+    X[10] = X[11]  # a duplicate pair: each is the other's nearest, at distance 0
+    ref = cle._knn(X, X, k, exclude_self=True)
+    got = cle._knn_self_symmetric(X, k, chunk=32)
+    np.testing.assert_array_equal(got, ref)
+    monkeypatch.setattr(cle, "SYMMETRIC_MIN_N", n)  # cle's entry point takes it from that size on
+    calls = []
+    monkeypatch.setattr(cle, "_knn_self_symmetric", lambda *a, **kw: calls.append(1) or got)
+    assert cle._knn(X, X, k, exclude_self=True) is got and calls
+    cle._knn(X, X.copy(), k, exclude_self=True)  # another array: the row-block search
+    monkeypatch.setattr(cle, "SYMMETRIC_MIN_N", n + 1)
+    cle._knn(X, X, k, exclude_self=True)
+    assert len(calls) == 1

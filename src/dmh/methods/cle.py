@@ -76,6 +76,8 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
     ``"cpu"`` runs the products on that torch device (:func:`dmh.methods.knn.knn_torch`)."""
     if device != "cpu":
         return knn_torch(X_fit, X_query, n_neighbors, exclude_self=exclude_self, device=device)
+    if exclude_self and X_query is X_fit and X_fit.shape[0] >= SYMMETRIC_MIN_N:
+        return _knn_self_symmetric(X_fit, n_neighbors)
     extra = 1 if exclude_self else 0
     kk = min(n_neighbors + extra, X_fit.shape[0])
     # each query row holds n float32 distances and n int64 partition indices: about 256 MiB per block
@@ -92,6 +94,51 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
             part = np.tile(np.arange(kk), (Qc.shape[0], 1))
         idx[s : s + Qc.shape[0]] = rank_candidates(part, np.take_along_axis(D, part, axis=1), kk)[0]
     return drop_self(idx) if exclude_self else idx
+
+
+#: from this many objects on, a search of a set among itself computes each pair's product once
+#: (:func:`_knn_self_symmetric`); below, every row block against all rows, the reference path
+SYMMETRIC_MIN_N = 10_000
+
+
+def _knn_self_symmetric(X: np.ndarray, n_neighbors: int, chunk: int = 2048) -> np.ndarray:
+    """:func:`_knn` of ``X`` among itself (``exclude_self``) with half the products: the squared
+    distances are symmetric, so each pair of row blocks ``(a, b)``, ``a <= b``, is multiplied once
+    and serves the rows of both blocks. Each row keeps its best candidates over the blocks, ranked at
+    the end by distance, then index. The same neighbours as :func:`_knn` except where two distances
+    agree to float32 rounding (a product ``x_i'x_j`` and its transpose may round apart) or tie
+    exactly at the cut (which of the equals stays may differ)."""
+    n = X.shape[0]
+    kk = min(n_neighbors + 1, n)
+    F = np.ascontiguousarray(X, dtype=np.float32)
+    f_sq = np.einsum("ij,ij->i", F, F)
+    best_d = np.full((n, kk), np.inf, dtype=np.float32)
+    best_i = np.zeros((n, kk), dtype=np.int64)
+    starts = range(0, n, chunk)
+
+    def keep(rows: slice, D: np.ndarray, offset: int) -> None:
+        # the block's kk best per row joined with the row's best so far, the kk best of both kept
+        k_blk = min(kk, D.shape[1])
+        part = np.argpartition(D, k_blk - 1, axis=1)[:, :k_blk] if k_blk < D.shape[1] else \
+            np.tile(np.arange(D.shape[1]), (D.shape[0], 1))
+        cand_d = np.concatenate([best_d[rows], np.take_along_axis(D, part, axis=1)], axis=1)
+        cand_i = np.concatenate([best_i[rows], part + offset], axis=1)
+        top = np.argpartition(cand_d, kk - 1, axis=1)[:, :kk]
+        best_d[rows] = np.take_along_axis(cand_d, top, axis=1)
+        best_i[rows] = np.take_along_axis(cand_i, top, axis=1)
+
+    for a in starts:
+        ra = slice(a, min(a + chunk, n))
+        for b in starts:
+            if b < a:
+                continue
+            rb = slice(b, min(b + chunk, n))
+            G = F[ra] @ F[rb].T
+            keep(ra, f_sq[None, rb] - 2.0 * G, b)  # squared distances up to the query's own norm
+            if b != a:
+                keep(rb, f_sq[None, ra] - 2.0 * G.T, a)
+    idx, _ = rank_candidates(best_i, best_d, kk)
+    return drop_self(idx)
 
 
 def paired_neighbours(Z1p: np.ndarray, Z2p: np.ndarray, k: int, pool: int, device: str = "cpu") -> np.ndarray:
