@@ -73,7 +73,9 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
     """Indices of the ``n_neighbors`` nearest rows of ``X_fit`` (Euclidean) for each query row,
     nearest first, ties by index; ``exclude_self`` drops the query itself (``X_query is X_fit``).
     Exact brute force with a float32 matrix product per block of queries; ``device`` other than
-    ``"cpu"`` runs the products on that torch device (:func:`dmh.methods.knn.knn_torch`)."""
+    ``"cpu"`` runs the products on that torch device (:func:`dmh.methods.knn.knn_torch`). A set
+    searched among itself (``X_query is X_fit``, ``exclude_self``) from :data:`SYMMETRIC_MIN_N` rows
+    on takes :func:`_knn_self_symmetric` (each pair of row blocks multiplied once)."""
     if device != "cpu":
         return knn_torch(X_fit, X_query, n_neighbors, exclude_self=exclude_self, device=device)
     if exclude_self and X_query is X_fit and X_fit.shape[0] >= SYMMETRIC_MIN_N:
