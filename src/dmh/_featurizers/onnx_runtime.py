@@ -6,8 +6,8 @@ against the PyTorch network on a fixed input before it is kept. The cached file 
 of the weights file and of the versions of the packages that wrote it, so a changed weights file or
 exporter writes a new one; later runs load it without importing PyTorch. Nothing is downloaded.
 
-Chunks of :data:`CHUNK` photos run with one thread each, in parallel: on small CPUs this keeps
-every thread busy without the barriers of one convolution split over threads.
+Batches run as chunks of :data:`CHUNK` photos, one thread each, in parallel: on small CPUs this
+keeps every thread busy without the barriers of one convolution split over threads.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ import numpy as np
 from ..errors import DmhError, OutputError
 from .extras import ONNX_EXTRA, _require
 
-#: photos per ONNX Runtime call: one thread each (4 was as fast per photo as 1 and faster than 16)
-CHUNK = 4
+#: photos per ONNX Runtime call, one call per thread: one photo per call took the fewest CPU
+#: milliseconds per photo (about 7 on this project's machine, against 8-9 for 2, 4 or 8)
+CHUNK = 1
 OPSET = 17
 #: bump when the exported graph changes (input/output names, the pooling), to write a new file
 EXPORT_FORMAT = 1
