@@ -4,7 +4,7 @@
 them: the label-free neighbourhood figure (at one or more relevance sizes, ``--targets``) and, per
 code length, the balance of GBE's two gradients at the initial codes (docs/quality.md section 17).
 
-    python benchmarks/quality_gbe_probe.py DATA --bits 16,64 [--ratio 0.5] [--seed 0] \
+    python studies/quality_gbe_probe.py DATA --bits 16,64 [--ratio 0.5] [--seed 0] \
         [--variants 'perplexity 30,perplexity 30 + gamma 0.001'] [--targets 0.01,0.03] --out FILE.json
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _data import load_or_exit
 
 from dmh import make_semi_paired
 from dmh._atomic import atomic_write_text
@@ -27,6 +27,9 @@ from dmh.methods import cle as cle_mod
 from dmh.methods import gbe
 from dmh.methods.dmh import sparse_view
 from dmh.selection import code_health, neighbourhood_relevance
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmarks' shared helpers
+from _data import load_or_exit  # noqa: E402
 
 VARIANTS = {
     "paper (clip)": {},
