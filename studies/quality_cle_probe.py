@@ -1,4 +1,4 @@
-"""Isolate CLE (docs/quality.md, "Dense CNN features"): MAP of CLE's features Y (cosine, training
+"""Isolate CLE (docs/log/quality.md section 8): MAP of CLE's features Y (cosine, training
 objects against each other) for CLE settings, beside the same figure for regularised CCA's
 projection of the same data (the first stage of CCA-ITQ), and optionally the MAP of the training
 codes GBE makes from each Y (calibrated S^Y, t-SNE's P over Y, or P fused with each view's own P).

@@ -1,4 +1,4 @@
-"""Per-round diagnosis of DMH fits (docs/quality.md): label-free figures and the MAP of every
+"""Per-round diagnosis of DMH fits (docs/log/quality.md): label-free figures and the MAP of every
 intermediate, on the training set minus held-out pairs (the held-out pairs give the label-free score).
 
     python studies/quality_diagnose.py DATA --bits 16,64 --ratio 1.0 --seed 0 --out FILE.json \
