@@ -85,11 +85,11 @@ class CVH(LinearHashMixin, BaseHasher):
         Code length.
     reg : "auto" or float ["auto"]
         Relative ridge added to each view's covariance (not in the paper, which assumes ``X X^T``
-        invertible; see the module docstring). ``"auto"`` (default since the check on dense CNN
-        features, see ``docs/baselines_cvh_imh_cmfh.md``) picks it from
+        invertible; see the module docstring). ``"auto"`` picks it from
         :data:`dmh.baselines.cca.AUTO_REG_GRID` by the mean canonical correlation of held-out
-        training *pairs* (no labels), as CCA-ITQ does; ``1e-4`` was the former default; ``0``
-        solves the paper's problem exactly and fails when a covariance is singular.
+        training *pairs* (no labels), as CCA-ITQ does (``docs/baselines.md``: a fixed ``1e-4``
+        over-fits on dense CNN features); ``0`` solves the paper's problem exactly and fails when
+        a covariance is singular.
     random_state : int, Generator or None
         Seeds the held-out split of ``reg="auto"``; a fixed ``reg`` has no random step.
 
