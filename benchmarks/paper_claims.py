@@ -15,7 +15,7 @@ Claims (from the paper's abstract and experiment section), each on MAP and on th
   4. Each sub-model matters: DMH beats DMH-ZERO, DMH-PCA and DMH-FIX (Table 8).
 
     python benchmarks/paper_claims.py --table1 docs/results/table1 --table8 docs/results/table8 \\
-        --fig4 docs/results/fig4 --out docs/results/paper_claims.md
+        --fig4 docs/results/fig4 --out docs/results/paper_claims.md [--readme README.md --peers docs/results/peers]
 """
 
 from __future__ import annotations
@@ -367,6 +367,11 @@ def main(argv=None):
         help="a run (or runs joined by commas) of DMH with other settings: its DMH rows replace --table1's at the "
         "datasets and bit lengths it covers (e.g. an option measured against the same baselines)",
     )
+    ap.add_argument(
+        "--peers",
+        help="a `dmh reproduce peers` folder: with --readme, its 'which method?' tables go into the README's "
+        "results:leaderboard block",
+    )
     ap.add_argument("--out", required=True)
     ap.add_argument(
         "--readme",
@@ -414,7 +419,21 @@ def main(argv=None):
             t1 = with_paper_rows(t1, load(args.table1_paper))
         block = readme_block(t1, summary, args, out)
         update_readme("experiments", block, args.readme)
+        if args.peers:
+            update_readme("leaderboard", leaderboard_block(load(args.peers), args.peers), args.readme)
         print(f"updated {args.readme}")
+
+
+def leaderboard_block(peers, folder) -> str:
+    """The "which method?" tables of a peers run, with where they come from."""
+    from dmh.experiments.leaderboard import leaderboard_markdown
+
+    seeds = sorted({r["seed"] for r in peers["records"]})
+    bits = sorted({r["n_bits"] for r in peers["records"]})
+    return (f"Every method of the package on the same data, from [`{folder}/report.md`]({folder}/report.md) "
+            f"(`dmh reproduce peers`): {len(seeds)} seed(s), {', '.join(map(str, bits))} bits, both directions. "
+            "Fit seconds: one thread per fit, two fits at a time on 2 CPU cores.\n\n"
+            + leaderboard_markdown(peers["records"], peers["titles"], peers["datasets"]))
 
 
 def same_seeds(m):
