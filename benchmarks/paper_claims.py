@@ -484,39 +484,26 @@ def readme_block(t1, summary, args, out) -> str:
         v = per_metric["map"]
         seeds, bits = seeds_bits(v)
         lines += [
-            f"Mean over {', '.join(map(str, bits))} bits and {seeds_text(v)} of MAP (Hamming ranking over the whole "
-            "database) and of two figures of the top of the ranking (MAP@50, P@10 = precision of the first ten answers), "
-            "from " + ", ".join(f"[`{f}/report.md`]({f}/report.md)" for f in args.table1.split(","))
-            + " (`dmh reproduce table1`; per bit length there). Best baseline: the best of CVH, IMH, LSSH, STMH, CMFH, "
-            "FSH and CCA-ITQ on that figure, trained on all pairs (100%) or on the same 50% semi-paired set as DMH (50%); "
-            "DMH (pairs only): DMH on that set's pairs alone."
+            f"Mean over {', '.join(map(str, bits))} bits and {seeds_text(v)} of MAP (Hamming ranking over the "
+            "whole database) and of two figures of the top of the ranking (MAP@50, P@10 = precision of the first "
+            "ten answers), from " + ", ".join(f"[`{f}/report.md`]({f}/report.md)" for f in args.table1.split(","))
+            + " (`dmh reproduce table1`; per bit length there). Best baseline: the best of CVH, IMH, LSSH, STMH, "
+            "CMFH, FSH and CCA-ITQ on that figure, trained on all pairs (100%) or on the same 50% semi-paired set as "
+            "DMH (50%); DMH (pairs only): DMH on that set's pairs alone."
             + (f" DMH-paper: `DMH(preset=\"paper\")`, from [`{args.table1_paper}`]({args.table1_paper}/report.md)."
                if t1.get("paper_rows_from") else ""),
             "",
             "| dataset | task | row | MAP | MAP@50 | P@10 |",
             "|---|---|---|---:|---:|---:|",
         ]
+        rows = [("DMH (100%)", "DMH", 1.0), ("best baseline (100%)", None, 1.0),
+                ("DMH-paper (100%)", "DMH-paper", 1.0), ("DMH (50%)", "DMH", 0.5),
+                ("DMH (pairs only)", "DMH (pairs only)", 0.5), ("best baseline (50% set)", None, 0.5),
+                ("DMH-paper (50%)", "DMH-paper", 0.5)]
         for ds in datasets_of(t1):
             for task in TASKS:
-                rows = [("DMH (100%)", "DMH", 1.0), ("best baseline (100%)", None, 1.0),
-                        ("DMH-paper (100%)", "DMH-paper", 1.0), ("DMH (50%)", "DMH", 0.5),
-                        ("DMH (pairs only)", "DMH (pairs only)", 0.5), ("best baseline (50% set)", None, 0.5),
-                        ("DMH-paper (50%)", "DMH-paper", 0.5)]
                 for shown, label, ratio in rows:
-                    cells = []
-                    for metric in METRICS:
-                        vm = per_metric[metric]
-                        if label is not None:
-                            vals = [mean(vm[(ds, label, ratio, b, task)]) for b in bits if (ds, label, ratio, b, task) in vm]
-                            cells.append(f"{np.mean(vals):.3f}" if len(vals) == len(bits) else None)
-                            continue
-                        means = {}
-                        for name in BASELINES:
-                            vals = [mean(vm[(ds, name, ratio, b, task)]) for b in bits if (ds, name, ratio, b, task) in vm]
-                            if len(vals) == len(bits):
-                                means[name] = float(np.mean(vals))
-                        best = max(means, key=means.get) if means else None
-                        cells.append(None if best is None else f"{means[best]:.3f} {best}")
+                    cells = [_row_cell(per_metric[metric], ds, label, ratio, bits, task) for metric in METRICS]
                     if all(c is None for c in cells):
                         continue
                     lines.append(f"| {title(t1, ds)} | {SHORT[task]} | {shown} | "
@@ -524,6 +511,22 @@ def readme_block(t1, summary, args, out) -> str:
         lines.append("")
     lines += [f"The paper's claims on this data ([`{out}`]({out}), `benchmarks/paper_claims.py`):", "", *summary]
     return "\n".join(lines)
+
+
+def _row_cell(v, ds, label, ratio, bits, task) -> str | None:
+    """Mean over ``bits`` of a row's per-seed means, or for ``label=None`` the best baseline's (named)."""
+    def over_bits(name):
+        vals = [mean(v[(ds, name, ratio, b, task)]) for b in bits if (ds, name, ratio, b, task) in v]
+        return float(np.mean(vals)) if len(vals) == len(bits) else None
+
+    if label is not None:
+        value = over_bits(label)
+        return None if value is None else f"{value:.3f}"
+    means = {name: m for name in BASELINES if (m := over_bits(name)) is not None}
+    if not means:
+        return None
+    best = max(means, key=means.get)
+    return f"{means[best]:.3f} {best}"
 
 
 def _pm(vals: dict) -> str:

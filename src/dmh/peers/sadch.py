@@ -146,7 +146,8 @@ class SADCH(ScaledNetsHasher):
     min_paired = 2
 
     def __init__(self, n_bits=64, *, n_neighbours=10, gamma=200.0, n_query=2000, outer_iter=10, inner_epochs=3,
-                 batch_size=64, lr=1e-3, image_hidden=(512,), text_hidden=(512,), input_scaling="feature", device="cpu", random_state=None):
+                 batch_size=64, lr=1e-3, image_hidden=(512,), text_hidden=(512,), input_scaling="feature",
+                 device="cpu", random_state=None):
         self.n_bits = n_bits
         self.n_neighbours = n_neighbours
         self.gamma = gamma
