@@ -2,7 +2,7 @@
 features (and a fitted model's codes) move from the reference path.
 
     python benchmarks/bench_image_features.py [--sizes 2048x1536,1024x768,640x480,thumbs] [--photos 64]
-        [--rounds 3] [--contenders reference,torch,onnxruntime] [--codes] [--fashion DIR]
+        [--rounds 3] [--contenders reference,torch,onnxruntime] [--network] [--codes] [--fashion DIR]
         [--out bench_image_features.json]
 
 Contenders (each on the same photos, timed in turn, A B C A B C ..., ``--rounds`` times; the median
@@ -26,6 +26,10 @@ Reported besides: EfficientNet-Lite0's multiply-adds per photo (counted from the
 convolutions with forward hooks), the achieved GMAC/s per thread of each contender, the CPU
 seconds the process got per second (``cpu``: 2.0 = both cores of a 2-core machine), and the cosine
 of each contender's features with the reference's, per photo (min, mean).
+
+``--network``: the CPU milliseconds per photo of the network alone (no reading) on one thread:
+ONNX Runtime one photo per call, PyTorch channels-last, PyTorch NCHW (CPU time, so it depends
+little on the machine's load).
 
 ``--codes`` (needs ``--fashion``): features of all 2,600 fashion thumbnails by the reference and by
 the ``onnxruntime`` path; DMH (64 bits, seed 0) fitted on the reference features of the training
@@ -230,6 +234,39 @@ def bench_speed(sets: dict, contenders, rounds: int, macs: int) -> list[dict]:
     return rows
 
 
+def bench_network(rounds: int, macs: int) -> list[dict]:
+    """CPU milliseconds per photo of the network alone, on one thread (no reading): ONNX Runtime
+    one photo per call, PyTorch channels-last and NCHW on a batch of 8; alternating, median."""
+    import torch
+
+    from dmh import thread_limit
+    from dmh.featurize import EfficientNetLite0Encoder
+
+    x = np.random.default_rng(0).uniform(-1, 1, (8, 3, 224, 224)).astype(np.float32)
+    ort_enc = EfficientNetLite0Encoder(runtime="onnxruntime", n_threads=1)
+    cl = EfficientNetLite0Encoder(runtime="torch")
+    nchw = ReferenceEncoder()
+    runs = {"onnxruntime": lambda: ort_enc(x), "torch channels-last": lambda: cl(x), "torch NCHW": lambda: nchw(x)}
+    ms = {k: [] for k in runs}
+    with thread_limit(1, torch=True):
+        assert torch.get_num_threads() == 1
+        for f in runs.values():
+            f()
+        for _ in range(rounds):
+            for k, f in runs.items():
+                c0 = time.process_time()
+                f()
+                ms[k].append(1000 * (time.process_time() - c0) / len(x))
+    rows = []
+    for k, v in ms.items():
+        m = statistics.median(v)
+        rows.append({"network": k, "cpu_ms_per_photo": round(m, 2), "gmac_per_cpu_s": round(macs / 1e6 / m, 1),
+                     "runs_cpu_ms": [round(a, 2) for a in v], "load_1min": load1()})
+        print(f"network alone, 1 thread, {k:>19}: {m:5.1f} CPU-ms per photo, {macs / 1e6 / m:5.1f} GMAC per CPU-s",
+              flush=True)
+    return rows
+
+
 def bench_codes(fashion: Path) -> dict:
     import dmh
     from dmh.featurize import EfficientNetLite0Encoder, image_features
@@ -267,6 +304,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--codes", action="store_true", help="the fashion set's codes, reference vs onnxruntime")
+    parser.add_argument("--network", action="store_true",
+                        help="also CPU-ms per photo of the network alone on one thread, per runtime")
     parser.add_argument("--fashion", default=str(REPO.parent / "shared" / "data" / "fashion"))
     parser.add_argument("--out", default=None, help="append a record to this JSON list")
     args = parser.parse_args(argv)
@@ -303,6 +342,8 @@ def main(argv=None) -> int:
                     parser.error(f"--sizes: expected WxH or thumbs, got {size!r}")
                 sets[size] = make_photos(Path(tmp) / size, w, h, args.photos)
         record["speed"] = bench_speed(sets, contenders, args.rounds, macs)
+    if args.network:
+        record["network"] = bench_network(max(args.rounds, 3), macs)
     if args.codes:
         record["codes"] = bench_codes(fashion)
     if records is not None:
