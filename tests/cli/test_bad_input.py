@@ -142,16 +142,14 @@ def test_existing_results_are_never_silently_overwritten(data_file, tmp_path, ca
 
 
 def test_a_second_run_on_the_same_results_is_refused(data_file, tmp_path, capsys):
-    from dmh._atomic import _HOST
+    from dmh._atomic import exclusive_lock
 
     out = tmp_path / "r.json"
-    lock = tmp_path / ".r.json.lock"
-    lock.write_text(f"{_HOST} {os.getppid()}\n")  # a live process holds it
-    assert main(["evaluate", str(data_file), *CVH, "--paired-ratio", "1.0", "--out", str(out)]) == 2
-    assert f"process {os.getppid()}" in _error(capsys) and not out.exists()
-    lock.unlink()
+    with exclusive_lock(out) as lock:  # another run holds it
+        assert main(["evaluate", str(data_file), *CVH, "--paired-ratio", "1.0", "--out", str(out)]) == 2
+        assert f"pid {os.getpid()}" in _error(capsys) and not out.exists()
     assert main(["evaluate", str(data_file), *CVH, "--paired-ratio", "1.0", "--out", str(out)]) == 0
-    assert not lock.exists()  # released at the end
+    assert lock.read_text() == ""  # released at the end, naming no holder
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"results": [{"method": "cvh"}]}', '{"results": 3}'])
