@@ -141,8 +141,9 @@ def test_add_encodes_only_new_items(tmp_path, monkeypatch):
     # adding the same folder again adds nothing; the features file holds the new rows too
     assert add_to_collection(col_path, more, progress=False, log=lambda m: None) == 0
     from dmh.collection import _load_features
+    from dmh.collection._files import _read_current
 
-    data, _, ids = _load_features(col_path / "features.npz")
+    data, _, ids = _load_features(_read_current(col_path)[1].features)
     assert ids.tolist() == [it["id"] for it in after.items]
 
 

@@ -17,10 +17,18 @@ API (every answer is JSON; errors are ``{"error": "..."}`` with a 4xx status):
 
 Search answers: ``{"query", "target", "k", "took_ms", "results": [{"id", "name", "caption",
 "distance", "thumbnail", "photo"}]}``, nearest first (ties by smaller id); ``thumbnail`` and
-``photo`` are URLs, or null for a caption without a photo.
+``photo`` are URLs, or null for a caption without a photo. A text search also answers
+``unknown_words``: the query's words that a bag-of-words collection does not know (left out of
+the search; always empty with MiniLM text features), and, when it knows none of them, no results
+and a ``note`` saying so.
 
 Limits (:class:`Limits`): upload size (413), ``k`` (400), query length (400). Queries are encoded
 in a worker thread, so a slow image query does not hold up the thumbnails.
+
+Items added while the server runs (``dmh add``) are served without a restart: each request checks
+whether the collection's manifest was replaced; if so the new state is loaded in a worker thread
+while requests go on with the old one, then one reference is swapped (:class:`LiveCollection`).
+A request uses one state from start to end, so an answer is of the old state or of the new one.
 """
 
 from __future__ import annotations
@@ -39,10 +47,10 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..collection import TARGETS, Collection
+from ..collection import TARGETS, Collection, manifest_signature
 from ..errors import DmhError, MissingDependencyError, ParameterError, UnknownItemError
 
-__all__ = ["BackgroundServer", "Limits", "create_app", "run"]
+__all__ = ["BackgroundServer", "Limits", "LiveCollection", "create_app", "run"]
 
 STATIC = Path(__file__).with_name("static")
 _MULTIPART_OVERHEAD = 64 * 1024
@@ -66,9 +74,61 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def create_app(collection, limits: Limits | None = None) -> Starlette:
-    """The ASGI app serving ``collection`` (a :class:`Collection` or its folder)."""
-    col = collection if isinstance(collection, Collection) else Collection(collection)
+class LiveCollection:
+    """A collection that follows its folder: :meth:`get` returns the state loaded last, and when
+    the manifest on disk has been replaced since (an add, a rebuild), starts loading the new state
+    in a thread (one load at a time); the next :meth:`get` after it is loaded returns it. A state
+    that cannot be loaded (a rebuild half-way) is logged and the old one kept until the manifest
+    changes again."""
+
+    def __init__(self, col: Collection, log=None):
+        self.current = col
+        self.log = log
+        self.reloads = 0
+        self._lock = threading.Lock()
+        self._loading = False
+        self._tried = col.signature
+
+    def get(self) -> Collection:
+        col = self.current
+        if col.changed():
+            with self._lock:
+                sig = manifest_signature(col.path)
+                start = not self._loading and sig != self._tried
+                if start:
+                    self._loading, self._tried = True, sig
+            if start:
+                threading.Thread(target=self._reload, args=(col,), daemon=True, name="dmh-reload").start()
+        return self.current
+
+    def _reload(self, col: Collection) -> None:
+        try:
+            new = col.reload()
+            new.warm()
+        except (DmhError, OSError) as exc:
+            if self.log is not None:
+                self.log(f"warning: the collection changed but could not be loaded; still serving the previous "
+                         f"state ({' '.join(str(exc).split())})")
+        else:
+            self.current = new
+            self.reloads += 1
+            if self.log is not None:
+                self.log(f"reloaded {new.path}: {len(new.items)} items")
+        finally:
+            with self._lock:
+                self._loading = False
+
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        """Until no load runs (tests)."""
+        t0 = time.monotonic()
+        while self._loading and time.monotonic() - t0 < timeout:
+            time.sleep(0.01)
+
+
+def create_app(collection, limits: Limits | None = None, log=None) -> Starlette:
+    """The ASGI app serving ``collection`` (a :class:`Collection` or its folder), following the
+    folder's changes (:class:`LiveCollection`; ``log`` is told of each reload)."""
+    live = LiveCollection(collection if isinstance(collection, Collection) else Collection(collection), log=log)
     limits = limits or Limits()
 
     def params(request: Request) -> tuple[int, str]:
@@ -84,7 +144,7 @@ def create_app(collection, limits: Limits | None = None) -> Starlette:
             raise _BadInput(400, f"target must be one of {list(TARGETS)}, got {target[:40]!r}")
         return k, target
 
-    def answer(query: dict, k: int, target: str, hits, t0: float) -> JSONResponse:
+    def answer(col, query: dict, k: int, target: str, hits, t0: float, extra=None) -> JSONResponse:
         results = []
         for h in hits:
             has_photo = bool(h.image) and not col.item(h.id).get("error")
@@ -93,14 +153,15 @@ def create_app(collection, limits: Limits | None = None) -> Starlette:
                 "thumbnail": f"/thumbs/{h.id}.jpg" if has_photo else None,
                 "photo": f"/photos/{h.id}" if has_photo else None,
             })
-        return JSONResponse({"query": query, "target": target, "k": k,
+        return JSONResponse({"query": query, "target": target, "k": k, **(extra or {}),
                              "took_ms": round((time.perf_counter() - t0) * 1000, 2), "results": results})
 
     async def index(request: Request):
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     async def info(request: Request):
-        return JSONResponse({"collection": col.summary(), "limits": asdict(limits)})
+        col = live.get()
+        return JSONResponse({"collection": {**col.summary(), "generation": col.generation}, "limits": asdict(limits)})
 
     async def search_text(request: Request):
         t0 = time.perf_counter()
@@ -110,36 +171,42 @@ def create_app(collection, limits: Limits | None = None) -> Starlette:
             raise _BadInput(400, "the query q is empty: give some words")
         if len(q) > limits.max_query_chars:
             raise _BadInput(400, f"the query is too long ({len(q)} characters; at most {limits.max_query_chars})")
-        hits = await run_in_threadpool(col.search_text, q, k, target)
-        return answer({"text": q}, k, target, hits, t0)
+        col = live.get()
+        read, hits = await run_in_threadpool(_search_text, col, q, k, target)
+        extra = {"unknown_words": read.unknown_words}
+        if not read.readable:
+            extra["note"] = read.note()
+        return answer(col, {"text": q}, k, target, hits, t0, extra)
 
     async def search_image(request: Request):
         t0 = time.perf_counter()
         k, target = params(request)
         data = await _read_upload(request, limits.max_upload_bytes)
+        col = live.get()
         hits = await run_in_threadpool(col.search_image, data, k, target)
-        return answer({"image": f"upload ({len(data)} bytes)"}, k, target, hits, t0)
+        return answer(col, {"image": f"upload ({len(data)} bytes)"}, k, target, hits, t0)
 
     async def similar(request: Request):
         t0 = time.perf_counter()
         k, target = params(request)
         item_id = _item_id(request)
+        col = live.get()
         hits = await run_in_threadpool(col.similar, item_id, k, target)
-        return answer({"like": item_id}, k, target, hits, t0)
+        return answer(col, {"like": item_id}, k, target, hits, t0)
 
     async def item(request: Request):
-        it = col.item(_item_id(request))
+        it = live.get().item(_item_id(request))
         has_photo = bool(it["image"]) and not it.get("error")
         return JSONResponse({"id": it["id"], "name": it["name"], "caption": it["caption"],
                              "thumbnail": f"/thumbs/{it['id']}.jpg" if has_photo else None,
                              "photo": f"/photos/{it['id']}" if has_photo else None})
 
     async def thumb(request: Request):
-        path = await run_in_threadpool(col.thumbnail, _item_id(request))
+        path = await run_in_threadpool(live.get().thumbnail, _item_id(request))
         return FileResponse(path, media_type="image/jpeg", headers={"Cache-Control": "max-age=86400"})
 
     async def photo(request: Request):
-        it = col.item(_item_id(request))
+        it = live.get().item(_item_id(request))
         if not it["image"] or it.get("error") or not Path(it["image"]).is_file():
             raise _BadInput(404, f"item {it['id']} has no photo")
         return FileResponse(it["image"])
@@ -173,9 +240,14 @@ def create_app(collection, limits: Limits | None = None) -> Starlette:
         exception_handlers={HTTPException: on_http, UnknownItemError: on_unknown, DmhError: on_user_error,
                             MissingDependencyError: on_import},
     )
-    app.state.collection = col
+    app.state.live = live
     app.state.limits = limits
     return app
+
+
+def _search_text(col: Collection, q: str, k: int, target: str):
+    read = col.read_text(q)
+    return read, col.search_text(q, k, target)
 
 
 def _item_id(request: Request) -> int:
@@ -228,7 +300,7 @@ def run(collection, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits
     _check_listen(host, port)
     col = Collection(collection)
     col.warm()
-    app = create_app(col, limits)
+    app = create_app(col, limits, log=log)
     s = col.summary()
     if host not in ("127.0.0.1", "localhost", "::1"):
         log(f"note: bound to {host}, so other machines can reach this server; it has no login")
