@@ -8,7 +8,7 @@ collection folder (a file argument keeps the index search of :mod:`dmh.cli.searc
     dmh add COLLECTION [MORE_PHOTOS] [--captions MORE.csv] [--ray [ADDRESS]] [--wait 600]
     dmh search COLLECTION (--text "two dogs" | --image query.jpg | --like ID) [--k 10]
                [--target images|texts] [--format table|json|csv]
-    dmh serve COLLECTION [--host 127.0.0.1 --port 8000]
+    dmh serve COLLECTION [--host 127.0.0.1 --port 8000 --max-upload-mb 10 --upload-timeout 60]
 """
 
 from __future__ import annotations
@@ -278,10 +278,16 @@ search = _make_search()
 @click.option("--max-upload-mb", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
               help="Largest image upload accepted.")
 @click.option("--max-k", default=100, show_default=True, type=click.IntRange(min=1), help="Largest k accepted.")
-def serve(collection, host, port, max_upload_mb, max_k):
-    """Serve a search page and a JSON API for COLLECTION (pip install 'dmh[serve]')."""
+@click.option("--upload-timeout", default=60.0, show_default=True, type=click.FloatRange(min=1), metavar="SECONDS",
+              help="An image upload that takes longer to arrive is refused (408).")
+def serve(collection, host, port, max_upload_mb, max_k, upload_timeout):
+    """Serve a search page and a JSON API for COLLECTION (pip install 'dmh[serve]').
+
+    Items added to COLLECTION while it is served (dmh add) are served without a restart.
+    """
     from ..server import Limits, run
 
     with _warnings_to_stderr():
-        limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_k=max_k)
+        limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_k=max_k,
+                        upload_timeout=upload_timeout)
         run(collection, host=host, port=port, limits=limits, log=_log)

@@ -22,8 +22,14 @@ Search answers: ``{"query", "target", "k", "took_ms", "results": [{"id", "name",
 the search; always empty with MiniLM text features), and, when it knows none of them, no results
 and a ``note`` saying so.
 
-Limits (:class:`Limits`): upload size (413), ``k`` (400), query length (400). Queries are encoded
-in a worker thread, so a slow image query does not hold up the thumbnails.
+Limits (:class:`Limits`): upload size (413), ``k`` (400), query length (400); an upload that takes
+longer than ``upload_timeout`` seconds to arrive (408); the bytes of all uploads being received at
+once (``upload_buffer_bytes``, default 8 uploads of the largest size: beyond, 503); image queries
+decoded and encoded at once (``max_uploads``; more wait for their turn). Queries are encoded
+in a worker thread, so a slow image query does not hold up the thumbnails. Connections that send
+no request are closed: one that has sent no whole request head ``header_timeout`` seconds after
+connecting (or after its last answer), and, when the open connections near the process's limit of
+open files (raised to its hard limit at start), the longest idle ones first.
 
 Items added while the server runs (``dmh add``) are served without a restart: each request checks
 whether the collection's manifest was replaced; if so the new state is loaded in a worker thread
@@ -33,6 +39,7 @@ A request uses one state from start to end, so an answer is of the old state or 
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import threading
 import time
@@ -42,7 +49,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -64,6 +71,22 @@ class Limits:
     max_k: int = 100
     max_query_chars: int = 500
     default_k: int = 20
+    upload_timeout: float = 60.0
+    upload_buffer_bytes: int | None = None  # None: 8 * max_upload_bytes
+    max_uploads: int = 4
+    header_timeout: float = 10.0
+
+
+class _Budget:
+    """Bytes of uploads held in memory at once (the event loop's thread only uses it)."""
+
+    def __init__(self, total: int):
+        self.total, self.used = total, 0
+
+    def take(self, n: int) -> None:
+        if self.used + n > self.total:
+            raise _BadInput(503, "the server is receiving too many uploads at once; try again in a moment")
+        self.used += n
 
 
 class _BadInput(HTTPException):
@@ -178,12 +201,24 @@ def create_app(collection, limits: Limits | None = None, log=None) -> Starlette:
             extra["note"] = read.note()
         return answer(col, {"text": q}, k, target, hits, t0, extra)
 
+    budget = _Budget(limits.upload_buffer_bytes or 8 * limits.max_upload_bytes)
+    decoding = asyncio.Semaphore(limits.max_uploads)  # decoded images held at once: bounded memory
+
     async def search_image(request: Request):
         t0 = time.perf_counter()
         k, target = params(request)
-        data = await _read_upload(request, limits.max_upload_bytes)
-        col = live.get()
-        hits = await run_in_threadpool(col.search_image, data, k, target)
+        held = [0]  # bytes of the budget this request holds
+        try:
+            try:
+                async with asyncio.timeout(limits.upload_timeout):
+                    data = await _read_upload(request, limits.max_upload_bytes, budget, held)
+            except TimeoutError:
+                raise _BadInput(408, f"the upload took longer than {limits.upload_timeout:g} s") from None
+            async with decoding:
+                col = live.get()
+                hits = await run_in_threadpool(col.search_image, data, k, target)
+        finally:
+            budget.used -= held[0]
         return answer(col, {"image": f"upload ({len(data)} bytes)"}, k, target, hits, t0)
 
     async def similar(request: Request):
@@ -258,8 +293,22 @@ def _item_id(request: Request) -> int:
         raise _BadInput(400, f"item ids are integers, got {raw[:40]!r}") from None
 
 
-async def _read_upload(request: Request, limit: int) -> bytes:
-    """The uploaded image's bytes: the raw body, or the ``image`` field of a multipart form."""
+async def _read_upload(request: Request, limit: int, budget: _Budget, held: list) -> bytes:
+    """The uploaded image's bytes: the raw body, or the ``image`` field of a multipart form; the
+    bytes are taken from ``budget`` as they come (``held[0]``: how many, for the caller to give
+    back). A client that goes away mid-upload gets a 400 that nobody reads (not a logged traceback)."""
+    try:
+        return await _read_upload_body(request, limit, budget, held)
+    except ClientDisconnect:
+        raise _BadInput(400, "the client closed the connection during the upload") from None
+
+
+def _take(budget: _Budget, held: list, n: int) -> None:
+    budget.take(n)
+    held[0] += n
+
+
+async def _read_upload_body(request: Request, limit: int, budget: _Budget, held: list) -> bytes:
     too_big = f"the upload is too large (at most {limit / 1024 / 1024:.1f} MB)"
     ctype = request.headers.get("content-type", "")
     length = request.headers.get("content-length")
@@ -270,6 +319,7 @@ async def _read_upload(request: Request, limit: int) -> bytes:
             raise _BadInput(400, "bad Content-Length header") from None
         if n > limit + (_MULTIPART_OVERHEAD if ctype.startswith("multipart/") else 0):
             raise _BadInput(413, too_big)
+        _take(budget, held, n)  # what it says it will send, before reading any of it
     if ctype.startswith("multipart/form-data"):
         if length is None:
             raise _BadInput(411, "a multipart upload needs a Content-Length header")
@@ -284,6 +334,8 @@ async def _read_upload(request: Request, limit: int) -> bytes:
             size += len(chunk)
             if size > limit:
                 raise _BadInput(413, too_big)
+            if size > held[0]:  # more than its Content-Length said, or none was given
+                _take(budget, held, size - held[0])
             chunks.append(chunk)
         data = b"".join(chunks)
     if len(data) > limit:
@@ -306,7 +358,71 @@ def run(collection, *, host: str = "127.0.0.1", port: int = 8000, limits: Limits
         log(f"note: bound to {host}, so other machines can reach this server; it has no login")
     log(f"serving {collection} ({s['items']} items: {s['images']} photos, {s['texts']} captions) "
         f"on http://{host}:{port}/  (Ctrl-C to stop)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(server_config(app, host, port, limits or Limits())).run()
+
+
+def server_config(app, host: str, port: int, limits: Limits):
+    """uvicorn's settings for ``app``: its HTTP/1.1 protocol closing connections that send no
+    request (see the module docstring), the open-file limit raised to its hard limit first."""
+    import uvicorn
+
+    nofile = _raise_open_files()
+    # asyncio accepts up to `backlog` connections per turn of the loop before any of them is seen:
+    # the cap leaves room for a few such bursts (and for the files the server opens) below the limit
+    backlog = 128
+    protocol = _protocol(limits.header_timeout, max(32, nofile - 3 * backlog - 64))
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", http=protocol,
+                          backlog=backlog)
+
+
+def _raise_open_files() -> int:
+    """The soft limit of open files raised to the hard one (each connection holds a file); returns it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft if soft != resource.RLIM_INFINITY else 65536
+
+
+def _protocol(header_timeout: float, max_connections: int):
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Protocol(H11Protocol):
+        """uvicorn's HTTP/1.1 protocol that closes a connection which has sent no whole request
+        head ``header_timeout`` s after connecting or after its last answer, and, past
+        ``max_connections`` open connections, the longest idle ones."""
+
+        def connection_made(self, transport):
+            self.idle_since = time.monotonic()
+            super().connection_made(transport)
+            self._arm()
+            if len(self.connections) > max_connections:
+                idle = sorted((c for c in self.connections if c is not self and getattr(c, "idle", None) and c.idle()),
+                              key=lambda c: c.idle_since)
+                for c in idle[: len(self.connections) - max_connections * 9 // 10]:
+                    c.transport.close()
+
+        def on_response_complete(self):
+            super().on_response_complete()
+            self.idle_since = time.monotonic()
+            self._arm()
+
+        def idle(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
+
+        def _arm(self):
+            self.loop.call_later(header_timeout, self._close_if_idle, self.cycle)
+
+        def _close_if_idle(self, cycle):
+            if self.cycle is cycle and self.idle() and not self.transport.is_closing():
+                self.transport.close()
+
+    return Protocol
 
 
 def _check_listen(host: str, port: int) -> None:
@@ -334,7 +450,7 @@ class BackgroundServer:
     def __init__(self, app, host: str = "127.0.0.1", port: int = 0):
         import uvicorn
 
-        self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+        self.config = server_config(app, host, port, getattr(app.state, "limits", None) or Limits())
         self.server = uvicorn.Server(self.config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = None
