@@ -4,7 +4,7 @@ service under load and under hostile clients (``--load``).
     python benchmarks/bench_service.py [--n-items 10000] [--queries 200] [--workdir /tmp/dmh-bench-service]
                                        [--out bench_service.json] [--readme]
     python benchmarks/bench_service.py --collection mycollection/ [--image-queries 30]
-    python benchmarks/bench_service.py --load 60 [--text-clients 8] [--upload-clients 1]
+    python benchmarks/bench_service.py --load 60 [--load-rounds 1] [--text-clients 8] [--upload-clients 1]
                                        [--hostile-seconds 10] [--idle-connections 1000] [--server-nofile 1024]
 
 What is built: ``--n-items`` synthetic photos (coloured shapes drawn with Pillow, 96 px JPEGs,
@@ -30,7 +30,8 @@ its own process and, for SECONDS, ``--text-clients`` threads sending text querie
 its answer, then sends the next; k = 20) and ``--upload-clients`` threads uploading photos (1024 x
 768 JPEGs of drawn shapes with noise, about 135 KB) to ``POST /api/search/image``. Reported: errors
 (any answer but 200, or no answer), median / p99 / max latency per kind, requests per second, and
-the server's resident memory (VmRSS) before, after, and at its peak (VmHWM). Then hostile clients,
+the server's resident memory (VmRSS) before, after, and at its peak (VmHWM); ``--load-rounds N``
+repeats the load N times and records the memory after each. Then hostile clients,
 ``--hostile-seconds`` each, while one probe client keeps sending queries (every fifth a photo, the
 others text): slow uploads (20 connections trickling a declared 500 KB body 100 bytes every 0.5
 s), oversized bodies (a declared 200 MB, and 30 MB streamed without a length), malformed requests
@@ -201,6 +202,7 @@ def measure(col: Path, n_queries: int, k: int = 20, warmup: int = 10, seed: int 
     finally:
         server.terminate()
         server.wait(timeout=30)
+        server.log_path.unlink(missing_ok=True)
 
     def stats(xs):
         return {"median_ms": round(float(np.median(xs)), 1), "p95_ms": round(float(np.percentile(xs, 95)), 1),
@@ -537,7 +539,7 @@ def hostile(port: int, seconds: float = 10.0, idle_connections: int = 1000, phot
 
 
 def run_load(col: Path, seconds: float, text_clients: int, upload_clients: int, hostile_seconds: float,
-             idle_connections: int, nofile: int | None) -> dict:
+             idle_connections: int, nofile: int | None, rounds: int = 1) -> dict:
     photos = upload_photos()
     # uploads that trickle are cut off within the slow-upload phase
     upload_timeout = max(1.0, hostile_seconds * 2 / 3) if hostile_seconds else 60.0
@@ -553,6 +555,11 @@ def run_load(col: Path, seconds: float, text_clients: int, upload_clients: int, 
               flush=True)
         result = load(port, seconds, text_clients, upload_clients, photos)
         after = proc_status(server.pid)
+        more = []  # further rounds: does the memory keep growing?
+        for i in range(1, rounds):
+            print(f"load: round {i + 1} of {rounds}...", file=sys.stderr, flush=True)
+            more.append({"load": load(port, seconds, text_clients, upload_clients, photos, seed=3 + i),
+                         "server_after": proc_status(server.pid)})
         attacks = hostile(port, hostile_seconds, idle_connections, photos[0], server.pid) if hostile_seconds else {}
         end = proc_status(server.pid)
         alive = server.poll() is None
@@ -567,6 +574,7 @@ def run_load(col: Path, seconds: float, text_clients: int, upload_clients: int, 
     tracebacks = log.count("Traceback (most recent call last)")
     return {"collection": info["collection"], "server_log_tracebacks": tracebacks,
             "server_log_tail": log[-3000:] if tracebacks else "", "limits": info["limits"], "load": result,
+            "more_rounds": more,
             "server_before": before, "server_after_load": after, "hostile": attacks, "server_end": end,
             "server_alive_at_end": alive, "server_nofile": nofile, "cores": os.cpu_count(),
             "loadavg_1min_at_end": os.getloadavg()[0], "machine": platform.platform(),
@@ -591,6 +599,11 @@ def load_markdown(r: dict) -> str:
         f"Errors: {ld['errors']}. Server resident memory: {r['server_before']['VmRSS']} MiB before, "
         f"{r['server_after_load']['VmRSS']} MiB after (peak {r['server_after_load']['VmHWM']} MiB).",
     ]
+    for i, rnd in enumerate(r.get("more_rounds", []), start=2):
+        t, u = rnd["load"]["text"], rnd["load"]["upload"]
+        lines.append(f"Round {i}: {t['n']:,} text queries (median {t.get('median_ms')} ms, p99 {t.get('p99_ms')} ms), "
+                     f"{u['n']:,} uploads (median {u.get('median_ms')} ms, p99 {u.get('p99_ms')} ms), errors "
+                     f"{rnd['load']['errors']}; resident memory after it {rnd['server_after']['VmRSS']} MiB.")
     if r["hostile"]:
         lines += ["", "| hostile clients | what they got | probe answers (errors) | probe median / max |",
                   "|---|---|---|---|"]
@@ -639,6 +652,7 @@ def main(argv=None):
     ap.add_argument("--image-queries", type=int, default=0, help="also time this many image uploads")
     ap.add_argument("--load", type=float, default=0, metavar="SECONDS",
                     help="run the load and hostile-client test for this long instead of the latency test")
+    ap.add_argument("--load-rounds", type=int, default=1, help="run the load this many times (memory growth)")
     ap.add_argument("--text-clients", type=int, default=8)
     ap.add_argument("--upload-clients", type=int, default=1)
     ap.add_argument("--hostile-seconds", type=float, default=10, help="length of each hostile phase (0: none)")
@@ -650,7 +664,7 @@ def main(argv=None):
     col = args.collection or make_collection(args.workdir, args.n_items)
     if args.load:
         result = run_load(col, args.load, args.text_clients, args.upload_clients, args.hostile_seconds,
-                          args.idle_connections, args.server_nofile or None)
+                          args.idle_connections, args.server_nofile or None, args.load_rounds)
         result["command"] = "python benchmarks/bench_service.py " + " ".join(argv if argv is not None else sys.argv[1:])
         print(json.dumps(result, indent=1))
         print(load_markdown(result))

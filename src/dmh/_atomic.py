@@ -166,7 +166,8 @@ def atomic_write_text(path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path, what: str = "results file", *, wait: float = 0.0, lock_file=None, log=None):
+def exclusive_lock(path, what: str = "results file", *, wait: float = 0.0, lock_file=None, log=None,
+                   hint: str = "wait for it to finish or write elsewhere"):
     """Hold an OS file lock on ``.<name>.lock`` beside ``path`` (or on ``lock_file``) for the
     duration, so that two runs never write the same output.
 
@@ -174,7 +175,7 @@ def exclusive_lock(path, what: str = "results file", *, wait: float = 0.0, lock_
     ends, however it ends, so a killed run never leaves a lock to clean. While held, the lock file
     names its holder (pid, host, command line, start time); it stays in place, empty, afterwards.
     A second run waits up to ``wait`` seconds (``log`` is told once that it waits), then gets an
-    :class:`OutputError` naming the holder.
+    :class:`OutputError` naming the holder (and ``hint``: what to do).
     """
     import filelock
 
@@ -188,14 +189,14 @@ def exclusive_lock(path, what: str = "results file", *, wait: float = 0.0, lock_
             holder = lock_holder(lock)
             if wait <= 0:
                 raise OutputError(path, f"the {what} is being written by another dmh run ({holder}, lock "
-                                  f"{lock}); wait for it to finish or write elsewhere") from None
+                                  f"{lock}); {hint}") from None
             if log is not None:
                 log(f"waiting up to {wait:g} s for the {what} {path}: another dmh run holds it ({holder})")
             try:
                 fl.acquire(timeout=wait)
             except filelock.Timeout:
                 raise OutputError(path, f"the {what} is still being written by another dmh run after "
-                                  f"{wait:g} s of waiting ({lock_holder(lock)}, lock {lock})") from None
+                                  f"{wait:g} s of waiting ({lock_holder(lock)}, lock {lock}); {hint}") from None
     except OSError as exc:
         if exc.errno in _OUTPUT_ERRNOS:
             raise _output_error(path, exc) from None

@@ -147,7 +147,8 @@ def build_collection(
 
 def _writer_lock(root: Path, wait: float, log):
     """The collection's writer lock (one ``build``/``add`` at a time), waiting up to ``wait`` s."""
-    return exclusive_lock(root, "collection", wait=wait, lock_file=_Paths(root).lock, log=log)
+    return exclusive_lock(root, "collection", wait=wait, lock_file=_Paths(root).lock, log=log,
+                          hint="try again when it has finished, or wait for it with --wait SECONDS")
 
 
 def _check_same_settings(out: Path, P: _Paths, settings: dict) -> dict:
