@@ -219,12 +219,21 @@ def _write_holder(lock: Path) -> None:
 
     holder = {
         "pid": os.getpid(), "host": socket.gethostname(),
-        "command": " ".join([Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:]])[:200],
+        "command": " ".join([_program(), *sys.argv[1:]])[:200],
         "since": datetime.datetime.now().isoformat(timespec="seconds"),
     }
     with open(lock, "r+", encoding="utf-8") as fh:  # the lock is held on the file, not on this descriptor
         fh.truncate()
         fh.write(json.dumps(holder) + "\n")
+
+
+def _program() -> str:
+    import sys
+
+    if not sys.argv or not sys.argv[0]:
+        return "python"
+    program = Path(sys.argv[0])
+    return "dmh" if program.match("dmh/cli/__main__.py") else program.name
 
 
 def lock_holder(lock) -> str:

@@ -295,6 +295,8 @@ class Collection:
             raise UnknownItemError(f"item {item_id} has no photo")  # a 404 of the server
         dest = self.thumbs / f"{it['id']}.jpg"
         if not dest.is_file():
+            if self.changed():  # a rebuild may be reusing this id for another photo: write nothing
+                raise UnknownItemError(f"item {item_id}: the collection has changed; reload to see its thumbnail")
             try:
                 self.thumbs.mkdir(exist_ok=True)
                 _thumbnail(it["image"], dest)
