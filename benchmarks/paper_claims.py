@@ -5,14 +5,17 @@ left out) and writes a markdown page that states, per dataset, bit length and di
 each claim holds and where it does not. Nothing is typed in by hand: every sentence is computed
 from the records, with per-seed paired differences where two rows share seeds.
 
-Claims (from the paper's abstract and experiment section):
+Claims (from the paper's abstract and experiment section), each on MAP and on the top of the ranking
+(MAP@50, precision@10):
   1. DMH (fully paired) beats all six baselines (Table 1).
-  2. DMH trained with 50% of the pairs still beats the fully-paired baselines (Table 1).
+  2. DMH trained with 50% of the pairs still beats the fully-paired baselines (Table 1); beside the
+     paper's comparison, the fair one: every baseline trained on the same 50% set, and DMH (50%)
+     against DMH trained on that set's pairs alone.
   3. More pairs help: DMH's MAP grows with the paired ratio, and DMH beats IMH at every ratio (Fig. 4).
   4. Each sub-model matters: DMH beats DMH-ZERO, DMH-PCA and DMH-FIX (Table 8).
 
     python benchmarks/paper_claims.py --table1 docs/results/table1 --table8 docs/results/table8 \\
-        --fig4 docs/results/fig4 --out docs/results/paper_claims.md
+        --fig4 docs/results/fig4 --out docs/results/paper_claims.md [--readme README.md --peers docs/results/peers]
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 from _readme import update_readme
+
+from dmh.records import with_top_precision
 
 TASKS = ("image->text", "text->image")
 SHORT = {"image->text": "I→T", "text->image": "T→I"}
@@ -56,6 +61,7 @@ def load(folder):
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise SystemExit(f"{folder} is not a `dmh reproduce` output folder ({type(exc).__name__}: {exc})") from None
     metrics["titles"] = {ds: sources.get(ds, {}).get("title", ds) for ds in metrics["datasets"]}
+    metrics["records"] = with_top_precision(metrics["records"])
     return metrics
 
 
@@ -64,6 +70,8 @@ def by_seed(metrics, metric="map"):
     out = defaultdict(dict)
     for r in metrics["records"]:
         if r.get("grid"):
+            continue
+        if r.get(metric) is None:
             continue
         out[(r["dataset"], r["method"], float(r["paired_ratio"]), int(r["n_bits"]), r["task"])][r["seed"]] = r[metric]
     return out
@@ -94,66 +102,115 @@ def seeds_bits(vals_by_key) -> tuple[list, list]:
     return seeds, bits
 
 
+#: the metrics every comparison is made on: the whole ranking, then its top
+METRICS = ("map", "map@50", "precision@10")
+METRIC_NAME = {"map": "MAP", "map@50": "MAP@50", "precision@10": "precision@10"}
+
+
 def table1_claims(m) -> tuple[list[str], list[str]]:
-    v = by_seed(m)
+    """Claims 1 and 2 on MAP and on the top of the ranking, with both 50% comparisons: the paper's
+    (DMH at 50% against baselines trained on all pairs) and the fair one (every method trained on
+    the same 50% set), and DMH (50%) against DMH trained on that set's pairs alone."""
+    summary, lines = [], ["## Claims 1 and 2: DMH against the six baselines (`table1`)", ""]
+    for metric in METRICS:
+        s, ls = _table1_metric(m, metric)
+        summary += s
+        lines += ls
+    return summary, lines
+
+
+def _best_of(v, ds, names, ratio, b, task):
+    cells = {name: v[(ds, name, ratio, b, task)] for name in names if (ds, name, ratio, b, task) in v}
+    return (max(cells, key=lambda name: mean(cells[name])), cells) if cells else (None, cells)
+
+
+def _table1_metric(m, metric) -> tuple[list[str], list[str]]:
+    v = by_seed(m, metric)
     seeds, bits = seeds_bits(v)
+    name = METRIC_NAME[metric]
     lines = [
-        "## Claims 1 and 2: DMH against the six baselines (`table1`)",
+        f"### {name}",
         "",
-        f"MAP, mean over {seeds_text(v)}. Each cell names the best fully-paired baseline (of the six and "
-        "CCA-ITQ, where the run has them) and the margin of DMH over it (positive: DMH wins); `k/n` counts the "
-        "seeds on which DMH is ahead of that baseline.",
+        f"{name}, mean over {seeds_text(v)}; differences are paired by seed (`k/n`: seeds on which DMH is "
+        "ahead). Paper's comparison: the best baseline (of the six and CCA-ITQ) trained on all pairs. Fair "
+        "comparison: the best baseline trained on the same 50% semi-paired set as DMH (50%). Pairs only: DMH "
+        "trained on that set's pairs alone.",
         "",
     ]
     summary = []
-    tot = [0, 0, 0]
+    tot = defaultdict(int)
     for ds in datasets_of(m):
-        lines += [
-            f"### {title(m, ds)}",
-            "",
-            "| bits | task | best baseline | DMH (100%) − it | DMH (50%) − it | baselines above DMH (50%) |",
-            "|---:|---|---|---:|---:|---|",
-        ]
-        n_win100 = n_win50 = n_cells = 0
+        rows = []
+        n = defaultdict(int)
         for b in bits:
             for task in TASKS:
-                base = {name: v[(ds, name, 1.0, b, task)] for name in BASELINES if (ds, name, 1.0, b, task) in v}
-                d100 = v.get((ds, "DMH", 1.0, b, task))
-                d50 = v.get((ds, "DMH", 0.5, b, task))
-                if not base or d100 is None or d50 is None:
+                d100, d50 = v.get((ds, "DMH", 1.0, b, task)), v.get((ds, "DMH", 0.5, b, task))
+                best100, base100 = _best_of(v, ds, BASELINES, 1.0, b, task)
+                if best100 is None or d100 is None or d50 is None:
                     continue
-                best = max(base, key=lambda name: mean(base[name]))
-                g100, k100, n = paired(d100, base[best])
-                g50, k50, _ = paired(d50, base[best])
-                above = [f"{name} ({mean(base[name]):.3f})" for name in base if mean(base[name]) > mean(d50)]
-                n_cells += 1
-                n_win100 += g100 > 0
-                n_win50 += not above
-                lines.append(
-                    f"| {b} | {SHORT[task]} | {best} ({mean(base[best]):.3f}) | {g100:+.3f} ({k100}/{n}) "
-                    f"| {g50:+.3f} ({k50}/{n}) | {', '.join(above) or 'none'} |"
-                )
-        lines.append("")
-        summary.append(
-            f"- **{title(m, ds)}**: DMH (100%) beats every baseline in {n_win100} of {n_cells} (bits, direction) "
-            f"cells; DMH (50%) beats every fully-paired baseline in {n_win50} of {n_cells}."
-            + _bits_check(v, ds)
-        )
-        tot[0] += n_win100
-        tot[1] += n_win50
-        tot[2] += n_cells
-    if len(datasets_of(m)) > 1:
-        summary.append(f"- All datasets: DMH (100%) beats every baseline in {tot[0]} of {tot[2]} cells; "
-                       f"DMH (50%) beats every fully-paired baseline in {tot[1]} of {tot[2]}.")
-    imh = []
-    for ds in datasets_of(m):
-        for b in bits:
-            for task in TASKS:
-                a, i = v.get((ds, "DMH", 0.5, b, task)), v.get((ds, "IMH", 0.5, b, task))
-                if a and i:
-                    imh.append(paired(a, i)[0] > 0)
-    if imh:
-        summary.append(f"- DMH (50%) beats IMH (50%) in {sum(imh)} of {len(imh)} cells (all datasets).")
+                g100, k100, nn = paired(d100, base100[best100])
+                g50, k50, _ = paired(d50, base100[best100])
+                n["cells"] += 1
+                n["win100"] += g100 > 0
+                n["win50_paper"] += g50 > 0
+                row = (f"| {b} | {SHORT[task]} | {best100} ({mean(base100[best100]):.3f}) | {g100:+.3f} ({k100}/{nn}) "
+                       f"| {g50:+.3f} ({k50}/{nn}) |")
+                best50, base50 = _best_of(v, ds, BASELINES, 0.5, b, task)
+                if best50 is not None:
+                    gf, kf, nf = paired(d50, base50[best50])
+                    n["fair"] += 1
+                    n["win50_fair"] += gf > 0
+                    row += f" {best50} ({mean(base50[best50]):.3f}) | {gf:+.3f} ({kf}/{nf}) |"
+                else:
+                    row += " – | – |"
+                po = v.get((ds, "DMH (pairs only)", 0.5, b, task))
+                if po is not None:
+                    gp, kp, npo = paired(d50, po)
+                    n["po"] += 1
+                    n["above_po"] += gp >= 0
+                    row += f" {mean(po):.3f} | {gp:+.3f} ({kp}/{npo}) |"
+                else:
+                    row += " – | – |"
+                rows.append(row)
+        if not rows:
+            continue
+        lines += [
+            f"#### {title(m, ds)}: {name}",
+            "",
+            "| bits | task | best baseline, all pairs | DMH (100%) − it | DMH (50%) − it | best baseline, same 50% set "
+            "| DMH (50%) − it | DMH (pairs only) | DMH (50%) − it |",
+            "|---:|---|---|---:|---:|---|---:|---:|---:|",
+            *rows,
+            "",
+        ]
+        text = (f"- **{title(m, ds)}**, {name}: DMH (100%) beats every baseline in {n['win100']} of {n['cells']} "
+                f"(bits, direction) cells; DMH (50%) beats every baseline trained on all pairs in {n['win50_paper']} "
+                f"of {n['cells']}")
+        if n["fair"]:
+            text += f" and every baseline trained on the same 50% set in {n['win50_fair']} of {n['fair']}"
+        if n["po"]:
+            text += f"; DMH (50%) is at or above DMH (pairs only) in {n['above_po']} of {n['po']}"
+        summary.append(text + "." + (_bits_check(v, ds) if metric == "map" else ""))
+        for k, val in n.items():
+            tot[k] += val
+    if len(datasets_of(m)) > 1 and tot["cells"]:
+        text = (f"- All datasets, {name}: DMH (100%) beats every baseline in {tot['win100']} of {tot['cells']} cells; "
+                f"DMH (50%) beats every baseline trained on all pairs in {tot['win50_paper']} of {tot['cells']}")
+        if tot["fair"]:
+            text += f" and every baseline trained on the same 50% set in {tot['win50_fair']} of {tot['fair']}"
+        if tot["po"]:
+            text += f"; DMH (50%) ≥ DMH (pairs only) in {tot['above_po']} of {tot['po']}"
+        summary.append(text + ".")
+    if metric == "map":
+        imh = []
+        for ds in datasets_of(m):
+            for b in bits:
+                for task in TASKS:
+                    a, i = v.get((ds, "DMH", 0.5, b, task)), v.get((ds, "IMH", 0.5, b, task))
+                    if a and i:
+                        imh.append(paired(a, i)[0] > 0)
+        if imh:
+            summary.append(f"- DMH (50%) beats IMH (50%) in {sum(imh)} of {len(imh)} cells (all datasets, MAP).")
     return summary, lines
 
 
@@ -310,6 +367,11 @@ def main(argv=None):
         help="a run (or runs joined by commas) of DMH with other settings: its DMH rows replace --table1's at the "
         "datasets and bit lengths it covers (e.g. an option measured against the same baselines)",
     )
+    ap.add_argument(
+        "--peers",
+        help="a `dmh reproduce peers` folder: with --readme, its 'which method?' tables go into the README's "
+        "results:leaderboard block",
+    )
     ap.add_argument("--out", required=True)
     ap.add_argument(
         "--readme",
@@ -357,7 +419,21 @@ def main(argv=None):
             t1 = with_paper_rows(t1, load(args.table1_paper))
         block = readme_block(t1, summary, args, out)
         update_readme("experiments", block, args.readme)
+        if args.peers:
+            update_readme("leaderboard", leaderboard_block(load(args.peers), args.peers), args.readme)
         print(f"updated {args.readme}")
+
+
+def leaderboard_block(peers, folder) -> str:
+    """The "which method?" tables of a peers run, with where they come from."""
+    from dmh.experiments.leaderboard import leaderboard_markdown
+
+    seeds = sorted({r["seed"] for r in peers["records"]})
+    bits = sorted({r["n_bits"] for r in peers["records"]})
+    return (f"Every method of the package on the same data, from [`{folder}/report.md`]({folder}/report.md) "
+            f"(`dmh reproduce peers`): {len(seeds)} seed(s), {', '.join(map(str, bits))} bits, both directions. "
+            "Fit seconds: one thread per fit, two fits at a time on 2 CPU cores.\n\n"
+            + leaderboard_markdown(peers["records"], peers["titles"], peers["datasets"]))
 
 
 def same_seeds(m):
@@ -404,40 +480,53 @@ def with_paper_rows(t1, paper):
 def readme_block(t1, summary, args, out) -> str:
     lines = []
     if t1 is not None:
-        v = by_seed(t1)
+        per_metric = {metric: by_seed(t1, metric) for metric in METRICS}
+        v = per_metric["map"]
         seeds, bits = seeds_bits(v)
         lines += [
-            f"MAP (Hamming ranking over the whole database), mean ± std over {seeds_text(v)}, from "
-            + ", ".join(f"[`{f}/report.md`]({f}/report.md)" for f in args.table1.split(","))
-            + " (`dmh reproduce table1`). "
-            "Best baseline: the best of CVH, IMH, LSSH, STMH, CMFH, FSH and CCA-ITQ trained fully paired "
-            "(by mean MAP per cell)."
+            f"Mean over {', '.join(map(str, bits))} bits and {seeds_text(v)} of MAP (Hamming ranking over the "
+            "whole database) and of two figures of the top of the ranking (MAP@50, P@10 = precision of the first "
+            "ten answers), from " + ", ".join(f"[`{f}/report.md`]({f}/report.md)" for f in args.table1.split(","))
+            + " (`dmh reproduce table1`; per bit length there). Best baseline: the best of CVH, IMH, LSSH, STMH, "
+            "CMFH, FSH and CCA-ITQ on that figure, trained on all pairs (100%) or on the same 50% semi-paired set as "
+            "DMH (50%); DMH (pairs only): DMH on that set's pairs alone."
             + (f" DMH-paper: `DMH(preset=\"paper\")`, from [`{args.table1_paper}`]({args.table1_paper}/report.md)."
                if t1.get("paper_rows_from") else ""),
             "",
-            "| dataset | task | row | " + " | ".join(f"{b} bits" for b in bits) + " |",
-            "|---|---|---|" + "---:|" * len(bits),
+            "| dataset | task | row | MAP | MAP@50 | P@10 |",
+            "|---|---|---|---:|---:|---:|",
         ]
+        rows = [("DMH (100%)", "DMH", 1.0), ("best baseline (100%)", None, 1.0),
+                ("DMH-paper (100%)", "DMH-paper", 1.0), ("DMH (50%)", "DMH", 0.5),
+                ("DMH (pairs only)", "DMH (pairs only)", 0.5), ("best baseline (50% set)", None, 0.5),
+                ("DMH-paper (50%)", "DMH-paper", 0.5)]
         for ds in datasets_of(t1):
             for task in TASKS:
-                rows = {"DMH (100%)": ("DMH", 1.0), "DMH (50%)": ("DMH", 0.5), "DMH-paper (100%)": ("DMH-paper", 1.0),
-                        "DMH-paper (50%)": ("DMH-paper", 0.5), "IMH (50%)": ("IMH", 0.5)}
-                rows = {k: lv for k, lv in rows.items() if any(key[:3] == (ds, *lv) for key in v)}
-                for shown, (label, ratio) in rows.items():
-                    cells = []
-                    for b in bits:
-                        vals = v.get((ds, label, ratio, b, task))
-                        cells.append("–" if not vals else _pm(vals))
-                    lines.append(f"| {title(t1, ds)} | {SHORT[task]} | {shown} | " + " | ".join(cells) + " |")
-                cells = []
-                for b in bits:
-                    base = {n: v[(ds, n, 1.0, b, task)] for n in BASELINES if (ds, n, 1.0, b, task) in v}
-                    best = max(base, key=lambda n: mean(base[n])) if base else None
-                    cells.append("–" if best is None else f"{_pm(base[best])} {best}")
-                lines.append(f"| {title(t1, ds)} | {SHORT[task]} | best baseline | " + " | ".join(cells) + " |")
+                for shown, label, ratio in rows:
+                    cells = [_row_cell(per_metric[metric], ds, label, ratio, bits, task) for metric in METRICS]
+                    if all(c is None for c in cells):
+                        continue
+                    lines.append(f"| {title(t1, ds)} | {SHORT[task]} | {shown} | "
+                                 + " | ".join("–" if c is None else c for c in cells) + " |")
         lines.append("")
     lines += [f"The paper's claims on this data ([`{out}`]({out}), `benchmarks/paper_claims.py`):", "", *summary]
     return "\n".join(lines)
+
+
+def _row_cell(v, ds, label, ratio, bits, task) -> str | None:
+    """Mean over ``bits`` of a row's per-seed means, or for ``label=None`` the best baseline's (named)."""
+    def over_bits(name):
+        vals = [mean(v[(ds, name, ratio, b, task)]) for b in bits if (ds, name, ratio, b, task) in v]
+        return float(np.mean(vals)) if len(vals) == len(bits) else None
+
+    if label is not None:
+        value = over_bits(label)
+        return None if value is None else f"{value:.3f}"
+    means = {name: m for name in BASELINES if (m := over_bits(name)) is not None}
+    if not means:
+        return None
+    best = max(means, key=means.get)
+    return f"{means[best]:.3f} {best}"
 
 
 def _pm(vals: dict) -> str:

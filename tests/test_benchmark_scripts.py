@@ -1,5 +1,5 @@
-"""Smoke runs of benchmark scripts that reach into the package's internals (a change of an internal
-signature broke one of them once): each runs end to end on a tiny input."""
+"""Smoke runs of the scripts of benchmarks/ and studies/ that reach into the package's internals:
+each runs end to end on a tiny input, so that a change of an internal signature shows here."""
 import json
 import sys
 import warnings
@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
 def _bench_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "studies"))
     yield
     for name in ("quality_cle_probe", "gbe_sign_stability"):
         sys.modules.pop(name, None)

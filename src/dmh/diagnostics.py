@@ -31,6 +31,7 @@ import numpy as np
 
 from .data import CrossModalData, label_matrix
 from .errors import ParameterError
+from .selection import _cosine
 
 __all__ = ["model_at_round", "ranking_map", "diagnose"]
 
@@ -77,12 +78,6 @@ def ranking_map(scores: np.ndarray, relevant: np.ndarray, exclude: np.ndarray | 
     ap = (Rs * hits / ranks).sum(1)
     ok = n_rel > 0
     return float((ap[ok] / n_rel[ok]).mean()) if ok.any() else float("nan")
-
-
-def _cosine(A, B):
-    A = A / np.maximum(np.linalg.norm(A, axis=1, keepdims=True), 1e-12)
-    B = B / np.maximum(np.linalg.norm(B, axis=1, keepdims=True), 1e-12)
-    return A @ B.T
 
 
 def _groups(train: CrossModalData) -> dict[str, np.ndarray]:

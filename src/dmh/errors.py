@@ -120,7 +120,7 @@ class UnknownNameError(ParameterError, KeyError):
 
 class FitDivergedError(ParameterError, FloatingPointError):
     """A fit's training loss became NaN or infinite: the hyperparameters given (a learning rate,
-    a loss weight) are too large for the data. Also a :class:`FloatingPointError`, as before."""
+    a loss weight) are too large for the data. Also a :class:`FloatingPointError`."""
 
 
 class MissingDependencyError(DmhError, ImportError):

@@ -6,11 +6,16 @@ functions, score image->text and text->image Hamming ranking. A *cell* is one fi
 training set and seeds the method). For each dataset, seed and paired ratio, one semi-paired
 training set (:func:`dmh.make_semi_paired`) is made and shared by the consecutive cells that use it.
 
+A *pairs-only* cell (``pairs_only=True``) trains on the paired objects of that same semi-paired set
+alone, its image-only and text-only objects dropped: beside the cell that uses every object, it
+shows whether a method gains from the unpaired ones (for a method that ignores them, the two cells
+train on the same data).
+
 Every cell has one key (:func:`cell_key`): the canonical JSON of the dataset's fingerprint (its
 source path, file size and a hash of its arrays), its split, the pairing seed, the method and its
 full parameters (defaults included; an option added after results existed is left out while it
-holds the value those results ran with, the method's ``key_neutral``), the bit length and the
-label it is shown under. A finished
+holds the value those results ran with, the method's ``key_neutral``), the bit length, the
+label it is shown under and, for a pairs-only cell only, ``pairs_only``. A finished
 cell is reused (``evaluate --resume``, ``reproduce`` into the same folder or with ``--reuse``) only
 on an exact key match.
 """
@@ -35,6 +40,7 @@ from .registry import get_method_class
 __all__ = [
     "MAX_JOBS",
     "TASKS",
+    "TRAININGS",
     "cell_key",
     "check_jobs",
     "data_fingerprint",
@@ -43,6 +49,8 @@ __all__ = [
     "full_params",
     "label_prior_map",
     "make_cell",
+    "pairs_only_redundant",
+    "pairs_only_set",
     "plan_evaluation",
     "run_cells",
     "reusable_cells",
@@ -53,6 +61,10 @@ __all__ = [
 _CELL_PARAMS = ("n_bits", "random_state")
 #: the fields of a cell that make up its key
 KEY_FIELDS = ("dataset", "data", "split", "label", "method", "params", "n_bits", "paired_ratio", "seed")
+#: fields that enter the key only where a cell has them (cells written before they existed keep their keys)
+OPTIONAL_KEY_FIELDS = ("pairs_only",)
+#: what a cell trains on: every object of the semi-paired set, or its paired objects alone
+TRAININGS = ("semi-paired", "pairs-only")
 
 
 def _score(query_codes, database_codes, query_labels, database_labels) -> dict:
@@ -163,8 +175,10 @@ def check_method_params(method: str, params: dict | None = None, bits: Iterable[
 
 
 def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_bits: int, paired_ratio: float,
-              seed: int, label: str | None = None, grid: dict | None = None, source: str | None = None) -> dict:
-    """A cell with its full parameters and its key (``cell["key"]``)."""
+              seed: int, label: str | None = None, grid: dict | None = None, source: str | None = None,
+              pairs_only: bool = False) -> dict:
+    """A cell with its full parameters and its key (``cell["key"]``); ``pairs_only`` trains it on
+    the paired objects of its semi-paired set alone."""
     cell = {
         "dataset": dataset,
         "source": source if source is not None else fingerprint["source"],
@@ -178,6 +192,8 @@ def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_b
         "paired_ratio": float(paired_ratio),
         "seed": int(seed),
     }
+    if pairs_only:
+        cell["pairs_only"] = True
     cell["key"] = cell_key(cell)
     return cell
 
@@ -188,6 +204,7 @@ def cell_key(cell: dict) -> str:
     if missing:
         raise DataError(f"a cell needs {list(KEY_FIELDS)} for its key; this one lacks {missing} (see make_cell)")
     ident = {k: cell[k] for k in KEY_FIELDS}
+    ident.update({k: cell[k] for k in OPTIONAL_KEY_FIELDS if cell.get(k)})
     return json.dumps(jsonable(ident), sort_keys=True, separators=(",", ":"))
 
 
@@ -228,6 +245,7 @@ def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_histo
                 "seed": cell["seed"],
                 "task": task,
                 **sc,
+                **({"pairs_only": True} if cell.get("pairs_only") else {}),
                 "fit_seconds": round(fit_s, 3),
                 "n_train": train.n_objects,
                 "n_paired": train.n_paired,
@@ -297,16 +315,31 @@ def run_cells(
 
 def _cell_line(cell: dict) -> str:
     grid = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in cell["grid"].items())
-    return f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}, seed {cell['seed']}"
+    pairs = ", pairs only" if cell.get("pairs_only") else ""
+    return (f"{cell['label']}{grid} {cell['n_bits']} bits, paired {cell['paired_ratio']:g}{pairs}, "
+            f"seed {cell['seed']}")
+
+
+def pairs_only_set(semi: CrossModalData) -> CrossModalData:
+    """The paired objects of a semi-paired training set alone (its image-only and text-only objects
+    dropped): what a pairs-only cell trains on."""
+    name = f"{semi.name} (pairs only)" if semi.name else ""
+    return semi.subset(np.flatnonzero(semi.paired_mask), name=name)
 
 
 def _training_set(cache: dict, cell: dict, data: CrossModalData) -> CrossModalData:
-    """The cell's semi-paired training set, made once for consecutive cells that share it."""
+    """The cell's training set: the semi-paired set of its dataset, seed and paired ratio (made once
+    for consecutive cells that share it), or that set's pairs alone for a pairs-only cell."""
     key = (cell["dataset"], cell["seed"], cell["paired_ratio"])
     if key not in cache:
         cache.clear()
-        cache[key] = make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])
-    return cache[key]
+        cache[key] = {"semi-paired": make_semi_paired(data.train(), cell["paired_ratio"], random_state=cell["seed"])}
+    sets = cache[key]
+    if cell.get("pairs_only"):
+        if "pairs-only" not in sets:
+            sets["pairs-only"] = pairs_only_set(sets["semi-paired"])
+        return sets["pairs-only"]
+    return sets["semi-paired"]
 
 
 def _fit_cell_task(state: dict, cell: dict) -> dict:
@@ -375,9 +408,16 @@ def plan_evaluation(
     seeds: Sequence[int] = (0,),
     method_params: dict[str, dict] | None = None,
     dataset: str = "data",
+    trainings: Sequence[str] = ("semi-paired",),
 ) -> list[dict]:
-    """The cells of one evaluation, ordered seed, paired ratio, method, bits. ``source`` names the
-    data (a file path or a built-in name) in the cells' keys; ``dataset`` is the name records carry."""
+    """The cells of one evaluation, ordered seed, paired ratio, method, training, bits. ``source``
+    names the data (a file path or a built-in name) in the cells' keys; ``dataset`` is the name
+    records carry.
+
+    ``trainings`` (of :data:`TRAININGS`): ``"pairs-only"`` adds cells trained on the pairs of each
+    semi-paired set alone, labelled ``"METHOD (pairs only)"``. Beside ``"semi-paired"`` they are
+    made only where they differ from it: at paired ratios below 1 and for methods that use unpaired
+    objects (:func:`pairs_only_redundant` says which were left out)."""
     if not data.has_split:
         raise DataError(f"{source}: the data need train_idx, query_idx and database_idx (see with_split)")
     train = data.train()
@@ -394,12 +434,37 @@ def plan_evaluation(
     for r in paired_ratios:
         if not 0.0 < float(r) <= 1.0:
             raise ParameterError(f"paired ratio must lie in (0, 1], got {r}")
+    trainings = _check_trainings(trainings)
     fingerprint = data_fingerprint(data, source)
-    return [
-        make_cell(dataset=dataset, fingerprint=fingerprint, method=m, params=method_params.get(m, {}), n_bits=b,
-                  paired_ratio=r, seed=s)
-        for s in seeds for r in paired_ratios for m in methods for b in bits
-    ]
+    cells = []
+    for s in seeds:
+        for r in paired_ratios:
+            for m in methods:
+                for t in trainings:
+                    pairs_only = t == "pairs-only"
+                    if pairs_only and len(trainings) > 1 and pairs_only_redundant(m, r):
+                        continue
+                    label = f"{m} (pairs only)" if pairs_only else m
+                    cells += [make_cell(dataset=dataset, fingerprint=fingerprint, method=m,
+                                        params=method_params.get(m, {}), n_bits=b, paired_ratio=r, seed=s,
+                                        label=label, pairs_only=pairs_only) for b in bits]
+    return cells
+
+
+def _check_trainings(trainings) -> tuple[str, ...]:
+    from ._validation import check_unique
+
+    out = tuple(trainings)
+    bad = [t for t in out if t not in TRAININGS]
+    if bad or not out:
+        raise ParameterError(f"training must be one or both of {', '.join(TRAININGS)}, got {list(out)!r}")
+    return tuple(check_unique(list(out), "training"))
+
+
+def pairs_only_redundant(method: str, paired_ratio: float) -> bool:
+    """Whether a pairs-only cell of ``method`` at ``paired_ratio`` trains on exactly the data of the
+    semi-paired cell: at full pairing, or for a method that ignores unpaired objects."""
+    return float(paired_ratio) >= 1.0 or not getattr(get_method_class(method), "uses_unpaired", False)
 
 
 def run_evaluation(
@@ -413,6 +478,7 @@ def run_evaluation(
     done: set | None = None,
     progress: bool = False,
     source: str = "data",
+    trainings: Sequence[str] = ("semi-paired",),
 ) -> list[dict]:
     """Fit and score every (seed, paired ratio, method, bit length) cell.
 
@@ -424,7 +490,8 @@ def run_evaluation(
     list of records, one per cell and task.
     """
     name = data.name or "data"
-    cells = plan_evaluation(data, source, methods, bits, paired_ratios, seeds, method_params, dataset=name)
+    cells = plan_evaluation(data, source, methods, bits, paired_ratios, seeds, method_params, dataset=name,
+                            trainings=trainings)
     done = set(done or ())
     cells = [c for c in cells
              if c["key"] not in done and (c["method"], c["n_bits"], c["paired_ratio"], c["seed"]) not in done]

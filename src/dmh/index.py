@@ -46,6 +46,7 @@ from .errors import (
     IndexFileError,
     MissingDependencyError,
     ParameterError,
+    ParameterTypeError,
     check_finite_memory,
 )
 from .hamming import check_pm1 as _check_pm1
@@ -55,6 +56,7 @@ from .hamming import to_words as _to_words
 
 __all__ = [
     "HammingIndex",
+    "check_new_ids",
     "pack_codes",
     "unpack_codes",
     "save_codes",
@@ -96,6 +98,22 @@ def _check_backend(backend: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- index
+def check_new_ids(ids, n: int) -> np.ndarray:
+    """``ids`` for ``n`` new codes as int64: one dimension of ``n`` unique non-negative integers
+    (-1 marks padding in search results); anything else is a :class:`ParameterError`."""
+    new_ids = np.asarray(ids)
+    if new_ids.ndim != 1 or new_ids.size != n:
+        raise ParameterError(f"ids must have shape ({n},) to match the codes, got {new_ids.shape}")
+    if n and not np.issubdtype(new_ids.dtype, np.integer):
+        raise ParameterTypeError(f"ids must be integers, got dtype {new_ids.dtype}")
+    new_ids = new_ids.astype(np.int64)
+    if n and new_ids.min() < 0:
+        raise ParameterError("ids must be non-negative (-1 marks padding in search results)")
+    if np.unique(new_ids).size != n:
+        raise ParameterError("ids hold repeated values; every id must be unique")
+    return new_ids
+
+
 class HammingIndex:
     """Exact Hamming-distance index over binary codes (see the module docstring).
 
@@ -222,18 +240,7 @@ class HammingIndex:
             start = int(self._ids.max()) + 1 if self.ntotal else 0
             new_ids = np.arange(start, start + n, dtype=np.int64)
         else:
-            new_ids = np.asarray(ids)
-            if new_ids.ndim != 1 or new_ids.size != n:
-                raise DataError(
-                    f"ids must have shape ({n},) to match the codes, got {new_ids.shape}"
-                )
-            if n and not np.issubdtype(new_ids.dtype, np.integer):
-                raise DataTypeError(f"ids must be integers, got dtype {new_ids.dtype}")
-            new_ids = new_ids.astype(np.int64)
-            if n and new_ids.min() < 0:
-                raise DataError("ids must be non-negative (-1 marks padding in search results)")
-            if np.unique(new_ids).size != n:
-                raise DataError("ids hold repeated values; every id must be unique")
+            new_ids = check_new_ids(ids, n)
             if self.ntotal and np.isin(new_ids, self._ids).any():
                 dup = new_ids[np.isin(new_ids, self._ids)]
                 raise DataError(f"ids already in the index: {dup[:5].tolist()}")

@@ -540,6 +540,7 @@ def evaluate_retrieval(
     topn=DEFAULT_TOPN,
     curves: bool = True,
     chunk_size: int = 256,
+    precision_at=(10,),
 ) -> dict:
     """Every retrieval metric of one query set against one database, in one pass.
 
@@ -549,6 +550,8 @@ def evaluate_retrieval(
         map                      MAP over the whole database (position tie-break)
         map_tie_aware            expected MAP under random order within ties
         map@K                    one key per K in top_k (AP@K normalised by R_K)
+        precision@N              one key per N in precision_at: share of relevant items among the
+                                 first N answers (position tie-break, as ``map``), mean over queries
         precision@radius2        per-query precision within radius 2, empty lookups = 0
         precision@radius2_pooled pooled precision within radius 2
         topn                     {"n", "precision", "precision_tie_aware"}     (if curves)
@@ -561,7 +564,9 @@ def evaluate_retrieval(
     q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
     ks = _check_ks(top_k, "top_k") if top_k is not None else ()
     ns = _check_ks(topn, "topn") if curves and topn is not None else ()
-    s = _scan(q, d, rel, top_ks=ks, topn=ns, rank=True, buckets=True, chunk_size=chunk_size)
+    ps = _check_ks(precision_at, "precision_at") if precision_at is not None else ()
+    scan_ns = tuple(dict.fromkeys((*ns, *ps)))  # the scalar precisions come from the same TopN counts
+    s = _scan(q, d, rel, top_ks=ks, topn=scan_ns, rank=True, buckets=True, chunk_size=chunk_size)
     n_q, n_bits = q.shape[0], q.shape[1]
     r2 = min(2, n_bits)
     pr = _pr_dict(s, n_bits, n_q)
@@ -574,14 +579,19 @@ def evaluate_retrieval(
     }
     for j, k in enumerate(ks):
         result[f"map@{k}"] = float(s["ap_at"][:, j].mean())
+    cut_all = np.minimum(np.asarray(scan_ns, dtype=np.int64), d.shape[0])
+    for n in ps:
+        j = scan_ns.index(n)
+        result[f"precision@{n}"] = float((s["topn_hits"][:, j] / cut_all[j]).mean())
     result["precision@radius2"] = float(s["pq_precision_sum"][r2] / n_q)
     result["precision@radius2_pooled"] = pr["pooled"]["precision"][r2]
     if curves:
-        cut = np.minimum(np.asarray(ns, dtype=np.int64), d.shape[0])
+        j = [scan_ns.index(n) for n in ns]
+        cut = cut_all[j]
         result["topn"] = {
             "n": list(ns),
-            "precision": (s["topn_hits"] / cut).mean(axis=0).tolist() if ns else [],
-            "precision_tie_aware": (s["topn_hits_tie"] / cut).mean(axis=0).tolist() if ns else [],
+            "precision": (s["topn_hits"][:, j] / cut).mean(axis=0).tolist() if ns else [],
+            "precision_tie_aware": (s["topn_hits_tie"][:, j] / cut).mean(axis=0).tolist() if ns else [],
         }
         result["pr_radius"] = pr["pooled"]
         result["pr_radius_per_query"] = pr["per_query"]

@@ -38,6 +38,7 @@ __all__ = [
     "ID_KEYS",
     "NOT_METRICS",
     "check_records",
+    "with_top_precision",
     "method_label",
     "method_labels",
     "scalar_metrics",
@@ -83,11 +84,29 @@ def check_records(records) -> list[dict]:
     return records
 
 
+def with_top_precision(records, n: int = 10) -> list[dict]:
+    """The records, each with a scalar ``precision@n`` (share of relevant items among the first ``n``
+    answers, position tie-break), taken from its TopN curve where the record predates the scalar."""
+    key = f"precision@{n}"
+    out = []
+    for rec in records:
+        topn = rec.get("topn")
+        if key not in rec and isinstance(topn, dict) and n in (topn.get("n") or []):
+            value = topn["precision"][topn["n"].index(n)]
+            rec = {**rec, key: value}
+        out.append(rec)
+    return out
+
+
 def method_label(method: str, paired_ratio: float | None = None, show_ratio: bool = True) -> str:
-    """``"dmh", 0.5 -> "DMH (50%)"``; lower-case names are upper-cased (methods are acronyms)."""
-    name = method.upper() if method == method.lower() else method
+    """``"dmh", 0.5 -> "DMH (50%)"``; lower-case names are upper-cased (methods are acronyms), a
+    qualifier in brackets kept as it is (``"dmh (pairs only)" -> "DMH (pairs only)"``)."""
+    head, sep, tail = method.partition(" (")
+    name = head.upper() + sep + tail if head == head.lower() else method
     if paired_ratio is None or not show_ratio:
         return name
+    if name.endswith(")") and " (" in name:  # "DMH (pairs only)" -> "DMH (pairs only, 50%)"
+        return f"{name[:-1]}, {paired_ratio * 100:g}%)"
     return f"{name} ({paired_ratio * 100:g}%)"
 
 

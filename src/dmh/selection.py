@@ -158,6 +158,13 @@ def _top_k(order: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+def _cosine(A, B):
+    """Cosine similarity of the rows of ``A`` and ``B`` (a zero row gives 0)."""
+    A = A / np.maximum(np.linalg.norm(A, axis=1, keepdims=True), 1e-12)
+    B = B / np.maximum(np.linalg.norm(B, axis=1, keepdims=True), 1e-12)
+    return A @ B.T
+
+
 def neighbourhood_relevance(query_image, query_text, db_image, db_text,
                             target: float = NEIGHBOURHOOD_TARGET) -> tuple[np.ndarray, int]:
     """Label-free relevance of database objects to held-out objects (both fully described): ``j``
@@ -170,7 +177,6 @@ def neighbourhood_relevance(query_image, query_text, db_image, db_text,
     at most a quarter of it: where one view's neighbourhoods say little, the two agree rarely.
     Returns the boolean (n_query, n_db) matrix and the k used."""
     n = np.asarray(db_image).shape[0]
-    from .diagnostics import _cosine
 
     def ranked_cosine(query, db):  # cosine of the features centred on the database
         db = np.asarray(db, dtype=np.float64)

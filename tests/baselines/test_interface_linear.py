@@ -72,7 +72,7 @@ def test_no_paired_object_is_an_error(name):
 
 def test_cvh_needs_more_paired_objects_than_bits():
     data = _data(n=8)
-    with pytest.raises(ValueError, match="at least 9 paired objects"):
+    with pytest.raises(ValueError, match=r"needs at least 9 of them \(8 bits from centred views need more paired"):
         CVH(8).fit(data)
     CVH(7).fit(data)  # 8 > 7 is enough
     with pytest.raises(ValueError, match="at most d_image"):

@@ -50,7 +50,9 @@ def test_peers_config_names_every_method_of_the_package():
     with pytest.raises(ValueError, match="not a known method"):
         validate_config(bad)
     assert cfg["bits"] == [16, 32, 64, 128] and cfg["seeds"] == [0, 1, 2, 3, 4]
-    assert all(run["paired_ratios"] == [1.0, 0.5] for run in cfg["runs"])
+    assert all(run["paired_ratios"] == [1.0, 0.5] for run in cfg["runs"] if not run.get("pairs_only"))
+    # the fair protocol: DMH on the 50% set's pairs alone beside DMH on every object of it
+    assert [(r["method"], r["paired_ratios"]) for r in cfg["runs"] if r.get("pairs_only")] == [("dmh", [0.5])]
     assert set(cfg["default_datasets"]) == {"wiki", "uci-digits", "fashion"}
     assert cfg["report_fit_time"] is True
     quick = resolve_config(cfg, quick=True)
@@ -128,9 +130,11 @@ def test_paper_numbers_are_transcribed_exactly(name):
 
 def test_cells_are_planned_from_the_config():
     t1 = resolve_config(load_config("table1"))
-    # datasets x seeds x (six baselines + CCA-ITQ + DMH and DMH-paper at 100% and 50% + IMH at 50%) x bits
-    assert len(plan_cells(t1)) == 3 * 5 * (6 + 1 + 2 + 2 + 1) * 4
-    assert len(plan_cells(resolve_config(load_config("table1"), quick=True))) == 3 * 1 * 12 * 1
+    # datasets x seeds x (six baselines + CCA-ITQ at 100% and at 50% + DMH and DMH-paper at 100% and 50%
+    # + DMH on the 50% set's pairs alone) x bits
+    assert len(plan_cells(t1)) == 3 * 5 * (2 * (6 + 1) + 2 + 2 + 1) * 4
+    assert len(plan_cells(resolve_config(load_config("table1"), quick=True))) == 3 * 1 * 19 * 1
+    assert {c["paired_ratio"] for c in plan_cells(t1) if c["pairs_only"]} == {0.5}
     imh = {c["paired_ratio"] for c in plan_cells(t1) if c["label"] == "IMH"}
     assert imh == {1.0, 0.5}
     fig5 = plan_cells(resolve_config(load_config("fig5"), datasets=["uci-digits"], seeds=[0]))
@@ -150,7 +154,10 @@ def test_command_line_reductions_are_subsets_and_are_recorded():
     assert cfg["resolved"]["reduced"]["bits"] == {"config": [16, 32, 64, 128], "ran": [16, 64]}
     assert set(cfg["resolved"]["reduced"]) == {"seeds", "bits", "paired_ratios"}
     t1 = resolve_config(load_config("table1"), datasets=["uci-digits"], paired_ratios=[0.5])
-    assert {r["label"] for r in t1["runs"]} == {"DMH", "DMH-paper", "IMH"}  # the fully-paired baselines drop out
+    # at 50% every method trains on the same semi-paired set
+    assert {r["label"] for r in t1["runs"]} == {"DMH", "DMH-paper", "DMH (pairs only)", "CVH", "IMH", "LSSH", "STMH",
+                                                "CMFH", "FSH", "CCA-ITQ"}
+    assert all(r["paired_ratios"] == [0.5] for r in t1["runs"])
     assert resolve_config(load_config("table1"))["resolved"]["reduced"] == {}
     with pytest.raises(ValueError, match="no run of experiment 'table8' has a paired ratio"):
         resolve_config(load_config("table8"), paired_ratios=[0.3])
@@ -158,6 +165,7 @@ def test_command_line_reductions_are_subsets_and_are_recorded():
 
 def test_a_label_recurs_only_for_the_same_method_at_other_ratios():
     cfg = copy.deepcopy(load_config("table1"))
+    cfg["runs"] = [r for r in cfg["runs"] if (r["label"], r["paired_ratios"]) != ("CVH", [0.5])]
     cfg["runs"].append({"label": "CVH", "method": "cvh", "paired_ratios": [1.0]})
     with pytest.raises(ValueError, match="repeats the label 'CVH'"):
         validate_config(cfg)
@@ -285,19 +293,21 @@ def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_
     count_fits["n"] = 0
     # table1's DMH at 50% has other quick settings than table8's, fig4's has the same as table1's
     t1 = tmp_path / "t1"
-    assert main(["reproduce", "table1", *base, "--out", str(t1), "--ratios", "0.5"]) == 0
-    assert count_fits["n"] == 2  # DMH and DMH-paper
+    assert main(["reproduce", "table1", *base, "--out", str(t1), "--ratios", "0.5",
+                 "--runs", "DMH,DMH-paper,DMH (pairs only),IMH"]) == 0
+    assert count_fits["n"] == 3  # DMH, DMH-paper and DMH on the pairs alone
     f4 = tmp_path / "f4"
     args = ["reproduce", "fig4", *base, "--out", str(f4), "--ratios", "0.5,0.9", "--reuse", str(t1), "--reuse", str(t8)]
     capsys.readouterr()
+    count_fits["n"] = 0
     assert main(args) == 0
-    assert count_fits["n"] == 3  # DMH at 90% only: 50% comes from table1 (IMH is not counted)
+    assert count_fits["n"] == 1  # DMH at 90% only: 50% comes from table1 (IMH is not counted)
     assert "2 reused from" in capsys.readouterr().out
     report = (f4 / "report.md").read_text()
     assert "Reduced run" not in report  # --quick says so itself
     t1_cells = load_cells(t1)
     f4_cells = load_cells(f4)
-    shared = {k for k, v in t1_cells.items() if v["cell"]["label"] != "DMH-paper"}  # fig4 has no DMH-paper
+    shared = {k for k, v in t1_cells.items() if v["cell"]["label"] in ("DMH", "IMH")}  # fig4's runs
     assert len(shared) == 2 and shared <= set(f4_cells)
     assert all(f4_cells[k]["records"] == t1_cells[k]["records"] for k in shared)
     assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "none")]) == 2
@@ -483,7 +493,12 @@ def test_quick_peers_runs_every_available_method_and_reports_fit_time(toy_file, 
     report = (out / "report.md").read_text()
     assert "toy: fit time (seconds)" in report and "Not in the DMH paper" in report
     for label in available:
-        assert f"| {label} |" in report
+        assert f"| {label} |" in report or f"| {label[:-1]}, 50%) |" in report
+    # the top of the ranking beside MAP, the best of each column marked, and the "which method?" tables
+    assert "toy: map@50, I→T" in report and "toy: precision@10, T→I" in report and "**" in report
+    assert "## Which method?" in report and "| DMH (pairs only) | 50% pairs |" in report
+    assert all("precision@10" in r for r in metrics["records"])
+    assert any(r.get("pairs_only") and r["n_train"] == r["n_paired"] for r in metrics["records"])
     missing = [run["label"] for run in cfg["runs"] if run["method"] not in method_names()]
     if missing:
         assert "Not run" in report and all(label in report for label in missing)

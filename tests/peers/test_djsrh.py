@@ -5,7 +5,7 @@ from dmh.peers.djsrh import DJSRH, cosine_similarity, djsrh_similarity
 
 from . import _helpers as h
 
-PARAMS = {"epochs": 8, "image_hidden": (16,), "text_hidden": (16,), "batch_size": 16}
+PARAMS = {"epochs": 30, "image_hidden": (16,), "text_hidden": (16,), "batch_size": 16}
 
 
 def test_cosine_and_joint_similarity_match_loops():
@@ -31,7 +31,7 @@ def test_cosine_and_joint_similarity_match_loops():
 
 def test_loss_decreases():
     model = h.fit("djsrh", h.toy(), **PARAMS)
-    assert model.n_iter_ == 8 and model.loss_history_.shape == (8,)
+    assert model.n_iter_ == PARAMS["epochs"] and model.loss_history_.shape == (PARAMS["epochs"],)
     assert model.loss_history_[-1] < 0.8 * model.loss_history_[0]
 
 

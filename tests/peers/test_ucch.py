@@ -84,3 +84,20 @@ def test_bad_input():
     h.check_bad_input("ucch", PARAMS)
     with pytest.raises(ValueError, match="lr_milestones"):
         h.fit("ucch", h.toy(), lr_milestones=(0,), **PARAMS)
+
+
+def test_input_scaling_none_feeds_features_as_given():
+    """``input_scaling="none"`` (the authors' setting) leaves the features as they are; ``"feature"``
+    z-scores them with the training statistics; either is saved, so encoding applies the same."""
+    data = h.toy()
+    raw = h.fit("ucch", data, **PARAMS)
+    z = h.fit("ucch", data, input_scaling="feature", **PARAMS)
+    for m in ("image", "text"):
+        mu, sd = raw.scalers_[m]
+        np.testing.assert_array_equal(mu, 0.0)
+        np.testing.assert_array_equal(sd, 1.0)
+        X = data.view(m)
+        np.testing.assert_allclose(z.scalers_[m][0], X.mean(0))
+        np.testing.assert_allclose(z.scalers_[m][1], X.std(0))
+    with pytest.raises(ValueError, match="input_scaling"):
+        h.fit("ucch", data, input_scaling="rows", **PARAMS)

@@ -7,11 +7,15 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from ..errors import DataError
-from .fitting import centre
+from .._validation import check_real
+from ..errors import DataError, ParameterError
+from .fitting import centre, paired_views
 from .spectral import fix_column_signs
 
-__all__ = ["AUTO_FALLBACK_REG", "AUTO_HOLDOUT", "AUTO_REG_GRID", "cca_directions", "select_cca_ridge"]
+__all__ = [
+    "AUTO_FALLBACK_REG", "AUTO_HOLDOUT", "AUTO_REG_GRID", "cca_directions", "centred_pairs", "check_reg",
+    "select_cca_ridge",
+]
 
 #: relative ridges tried by ``reg="auto"``
 AUTO_REG_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
@@ -91,6 +95,31 @@ def select_cca_ridge(Xi: np.ndarray, Xt: np.ndarray, k: int, rng: np.random.Gene
     if not np.isfinite(scores).any():
         raise DataError(f"{owner}: every ridge of {tuple(grid)} leaves a covariance singular")
     return float(grid[int(np.argmax(scores))]), scores
+
+
+def check_reg(reg, owner: str):
+    """``"auto"`` or a relative ridge, a finite number >= 0; anything else is a :class:`ParameterError`."""
+    if isinstance(reg, str):
+        if reg != "auto":
+            raise ParameterError(f"{owner}: reg must be 'auto' or a non-negative number, got {reg!r}")
+        return "auto"
+    return check_real(reg, "reg", owner=owner)
+
+
+def centred_pairs(data, n_bits: int, reg, rng: np.random.Generator, owner: str, n_directions: int | None = None):
+    """What CVH and CCA-ITQ fit on: the paired training objects of ``data``, each view centred with
+    its mean, and the relative ridge, ``reg`` itself or, with ``reg="auto"``, the one
+    :func:`select_cca_ridge` picks for ``n_directions`` (default ``n_bits``) directions from the
+    uncentred pairs. Returns ``(Xi, Xt, means, reg, scores)`` (``scores`` empty for a fixed ridge).
+    No more paired objects than ``n_bits`` is a :class:`DataError`."""
+    Xi_raw, Xt_raw = paired_views(data, owner, n_bits + 1,
+                                  f"{n_bits} bits from centred views need more paired objects than bits")
+    scores = np.empty(0)
+    if reg == "auto":
+        reg, scores = select_cca_ridge(Xi_raw, Xt_raw, n_bits if n_directions is None else n_directions, rng, owner)
+    Xi, mean_i = centre(Xi_raw)
+    Xt, mean_t = centre(Xt_raw)
+    return Xi, Xt, {"image": mean_i, "text": mean_t}, float(reg), scores
 
 
 def _column_correlations(A: np.ndarray, B: np.ndarray) -> np.ndarray:

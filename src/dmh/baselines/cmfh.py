@@ -129,10 +129,10 @@ class CMFH(LinearHashMixin, BaseHasher):
     hash_ridge : "auto", None or float ["auto"]
         Ridge ``r_m`` of the hash-function regressions ``P_m = V X_m^T (X_m X_m^T + r_m I)^{-1}``
         (their regulariser is ``mu r_m ||P_m||^2``). ``None``: the paper's ``r = gamma / mu``
-        (1e-4, the former default). ``"auto"`` (default since the check on dense CNN features,
-        ``docs/baselines_cvh_imh_cmfh.md``): per modality the paper's ``gamma / mu`` when its
-        regression keeps at most ``n / 10`` effective degrees of freedom (FSH's rule), else the
-        smallest larger ridge, relative to the mean squared norm of the centred rows, that does;
+        (1e-4). ``"auto"`` (``docs/baselines.md``, "The six baselines on dense CNN features"):
+        per modality the paper's ``gamma / mu`` when its regression keeps at most ``n / 10``
+        effective degrees of freedom (FSH's rule), else the smallest larger ridge, relative to the
+        mean squared norm of the centred rows, that does;
         with ``1e-4`` the regressions interpolate ``V`` when a modality has nearly as many
         dimensions as there are pairs (:func:`auto_hash_ridge`).
     max_iter : int [100]

@@ -40,12 +40,12 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from .._validation import check_random_state, check_real
+from .._validation import check_random_state
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ..errors import DataError, ParameterError
-from .cca import select_cca_ridge
-from .fitting import LinearHashMixin, centre
+from ..errors import ParameterError
+from .cca import centred_pairs, check_reg
+from .fitting import LinearHashMixin
 from .spectral import fix_column_signs
 
 __all__ = ["CVH", "cvh_eigenproblem"]
@@ -85,11 +85,11 @@ class CVH(LinearHashMixin, BaseHasher):
         Code length.
     reg : "auto" or float ["auto"]
         Relative ridge added to each view's covariance (not in the paper, which assumes ``X X^T``
-        invertible; see the module docstring). ``"auto"`` (default since the check on dense CNN
-        features, see ``docs/baselines_cvh_imh_cmfh.md``) picks it from
+        invertible; see the module docstring). ``"auto"`` picks it from
         :data:`dmh.baselines.cca.AUTO_REG_GRID` by the mean canonical correlation of held-out
-        training *pairs* (no labels), as CCA-ITQ does; ``1e-4`` was the former default; ``0``
-        solves the paper's problem exactly and fails when a covariance is singular.
+        training *pairs* (no labels), as CCA-ITQ does (``docs/baselines.md``: a fixed ``1e-4``
+        over-fits on dense CNN features); ``0`` solves the paper's problem exactly and fails when
+        a covariance is singular.
     random_state : int, Generator or None
         Seeds the held-out split of ``reg="auto"``; a fixed ``reg`` has no random step.
 
@@ -121,36 +121,20 @@ class CVH(LinearHashMixin, BaseHasher):
         self.random_state = random_state
 
     def _check_params(self):
-        name = type(self).__name__
-        if isinstance(self.reg, str):
-            if self.reg != "auto":
-                raise ParameterError(f"{name}: reg must be 'auto' or a non-negative number, got {self.reg!r}")
-            return "auto"
-        return check_real(self.reg, "reg", owner=name)
+        return check_reg(self.reg, type(self).__name__)
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
         reg = self._check_params()
         rng = check_random_state(self.random_state)  # only reg="auto" draws from it (its held-out split)
         k = self.n_bits_
-        paired = data.paired_mask
-        n = int(paired.sum())
-        if n <= k:
-            raise DataError(
-                f"{name} needs more paired objects than bits: {k} uncorrelated zero-mean "
-                f"projections need at least {k + 1} paired objects, the training data hold {n}"
-            )
         di, dt = data.image.shape[1], data.text.shape[1]
         if k > di + dt:
             raise ParameterError(
                 f"{name} gives at most d_image + d_text = {di + dt} bits (one per generalized "
                 f"eigenvector), n_bits={k} requested"
             )
-        scores = np.empty(0)
-        if reg == "auto":
-            reg, scores = select_cca_ridge(data.image[paired], data.text[paired], k, rng, name)
-        Xi, mean_i = centre(data.image[paired])
-        Xt, mean_t = centre(data.text[paired])
+        Xi, Xt, means, reg, scores = centred_pairs(data, k, reg, rng, name)
         P, Q, ridge = cvh_eigenproblem(Xi, Xt, reg)
         try:
             evals, evecs = linalg.eigh(P, Q, subset_by_index=[0, k - 1])
@@ -160,10 +144,10 @@ class CVH(LinearHashMixin, BaseHasher):
             ) from exc
         evecs = fix_column_signs(evecs)
         self.projections_ = {"image": evecs[:di], "text": evecs[di:]}
-        self.means_ = {"image": mean_i, "text": mean_t}
+        self.means_ = means
         self.eigenvalues_ = evals
         self.ridge_ = ridge
-        self.reg_ = float(reg)
+        self.reg_ = reg
         self.reg_scores_ = scores
         self.objective_ = float(evals.sum())
         self.n_iter_ = 1

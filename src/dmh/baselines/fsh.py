@@ -78,7 +78,7 @@ def fsh_objective(A, eta, r, B, Bbar, X, W, lambda_, ridge) -> float:
     return float(graph + lambda_ * reg)
 
 
-#: ridges tried by ``ridge="auto"`` (half-decades from the former fixed default 1e-2)
+#: ridges tried by ``ridge="auto"`` (half-decades from 1e-2, the value that suits Wikipedia and UCI digits)
 AUTO_RIDGES = tuple(1e-2 * 10 ** (j / 2) for j in range(11))
 #: ``ridge="auto"``: at most this share of the samples as effective parameters per regression
 AUTO_DOF_SHARE = 0.1
@@ -126,8 +126,8 @@ class FSH(BaseHasher):
         ``"auto"``: per modality, the smallest of :data:`AUTO_RIDGES` (1e-2 .. 1e3) leaving the
         regression at most ``n / 10`` effective degrees of freedom, so the hash functions cannot
         interpolate the codes when the features have nearly as many dimensions as there are pairs
-        (on Wikipedia and UCI digits this keeps the former fixed default 1e-2; see
-        ``docs/baselines_lssh_stmh_fsh.md``). A number fixes it for both modalities.
+        (on Wikipedia and UCI digits it is 1e-2; see ``docs/baselines.md``). A number fixes it
+        for both modalities.
     sigma : float or None [None]
         Kernel width between anchors; None takes each modality's mean anchor-anchor distance.
     max_iter : int [100]

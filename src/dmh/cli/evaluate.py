@@ -84,8 +84,12 @@ def demo(bits, rounds, seed, out):
 @click.option("--overwrite", is_flag=True, help="replace an existing --out (without it, an existing file is refused "
               "unless --resume)")
 @click.option("--plots", is_flag=True, help="also write TopN-precision and PR-curve figures (PNG) beside --out")
+@click.option("--training", default="semi-paired", show_default=True,
+              help="comma-separated: semi-paired (every object of each semi-paired training set) and/or pairs-only "
+              "(its paired objects alone, recorded as 'METHOD (pairs only)'; beside semi-paired, fitted only at "
+              "paired ratios below 1 for methods that use unpaired objects, where the two differ)")
 @jobs_option
-def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overwrite, plots, jobs):
+def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overwrite, plots, training, jobs):
     """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image.
 
     An existing --out is refused unless --resume (continue it: its cells with this run's cell key
@@ -104,6 +108,7 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
     seeds = seed_list(seeds, "--seeds")
     mparams = parse_params(params, methods)
     check_params(methods, mparams, bit_list)
+    trainings = training_list(training)
     if resume and overwrite:
         raise click.UsageError("give at most one of --resume and --overwrite")
     out = Path(out)
@@ -111,10 +116,22 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
     with exclusive_lock(out):
         if out.exists() and not (resume or overwrite):
             raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
-        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs)
+        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs, trainings)
 
 
-def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots, jobs=1):
+def training_list(text: str) -> list[str]:
+    """``--training``: comma-separated values of :data:`dmh.evaluation.TRAININGS`, each once."""
+    from ..evaluation import TRAININGS
+
+    out = name_list(text, "--training")
+    bad = [t for t in out if t not in TRAININGS]
+    if bad:
+        raise click.BadParameter(f"--training takes {' and/or '.join(TRAININGS)}, got {', '.join(bad)}")
+    return out
+
+
+def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots, jobs=1,
+              trainings=("semi-paired",)):
     from ..datasets import load_dataset
     from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
     from ..report import markdown_table, write_results
@@ -124,7 +141,15 @@ def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume
     dataset.require_labels()
     click.echo(dataset.summary())
     name = dataset.name or "data"
-    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seeds, mparams, dataset=name)
+    cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seeds, mparams, dataset=name,
+                            trainings=trainings)
+    if "pairs-only" in trainings and len(trainings) > 1:
+        from ..evaluation import pairs_only_redundant
+
+        same = sorted({f"{m} at {r:g}" for m in methods for r in ratios if pairs_only_redundant(m, r)})
+        if same:
+            click.echo(f"pairs-only cells not fitted where they would train on the semi-paired cells' data: "
+                       f"{', '.join(same)}")
     reused: dict[str, list[dict]] = {}
     if old is not None:
         reused, lines = reusable_cells(cells, old, where=str(out))
@@ -133,7 +158,7 @@ def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume
     records = [rec for c in cells if c["key"] in reused for rec in reused[c["key"]]]
     todo = [c for c in cells if c["key"] not in reused]
     config = {"data": str(data), "methods": methods, "bits": bit_list, "paired_ratios": ratios,
-              "seeds": seeds, "params": mparams}
+              "seeds": seeds, "params": mparams, "training": list(trainings)}
     prior = label_prior_map(dataset)
 
     def save_partial(entry):

@@ -40,7 +40,7 @@ DOCUMENTED_METHODS = ("dmh", "cvh", "imh", "lssh", "stmh", "cmfh", "fsh")
 #: older install's registry does not hold: such runs are reported as not run
 PEER_METHODS = ("cca-itq", "spdh", "djsrh", "jdsh", "dgcpn", "ucch", "sadch")
 _QUICK_KEYS = {"seeds", "bits", "paired_ratios", "grid", "method_params"}
-_RUN_KEYS = {"label", "method", "paired_ratios", "params", "grid"}
+_RUN_KEYS = {"label", "method", "paired_ratios", "params", "grid", "pairs_only"}
 _DATASET_KEYS = {"builtin", "benchmark", "path", "file", "paper", "title", "note"}
 
 
@@ -163,6 +163,9 @@ def validate_config(config: dict) -> dict:
     metrics = config.get("metrics", ["map"])
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
         _fail(config, "metrics", f"must be a non-empty list of metric names, got {metrics!r}")
+    for flag in ("leaderboard", "report_fit_time"):
+        if not isinstance(config.get(flag, False), bool):
+            _fail(config, flag, f"must be true or false, got {config[flag]!r}")
     known = set(DOCUMENTED_METHODS) | set(PEER_METHODS) | set(_registry_names())
     runs = config["runs"]
     if not isinstance(runs, list) or not runs:
@@ -189,6 +192,8 @@ def validate_config(config: dict) -> dict:
             _fail(config, f"{where}.method", f"{run['method']!r} is not a known method ({', '.join(sorted(known))})")
         _check_ratios(config, f"{where}.paired_ratios", run["paired_ratios"])
         _check_params(config, f"{where}.params", run["method"], run.get("params", {}))
+        if not isinstance(run.get("pairs_only", False), bool):
+            _fail(config, f"{where}.pairs_only", f"must be true or false, got {run['pairs_only']!r}")
         grid = run.get("grid", {})
         if not isinstance(grid, dict):
             _fail(config, f"{where}.grid", "must map parameter names to lists of values")

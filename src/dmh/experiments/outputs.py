@@ -15,9 +15,10 @@ import numpy as np
 from .._atomic import atomic_write_text
 from .._json import jsonable as _jsonable
 from ..records import TASK_SHORT as _TASK_SHORT
-from ..records import TASKS, method_labels
+from ..records import TASKS, method_labels, with_top_precision
 from .config import run_params
 from .figures import write_figures
+from .leaderboard import leaderboard_markdown
 from .summary import index_summary as _index
 from .summary import rounds as _rounds
 from .summary import summarize_records
@@ -69,12 +70,14 @@ def _metric_tables(cfg, summary, metric, datasets) -> list[str]:
                 "|" + "|".join(["---"] + [":---:"] * (len(header) - 1)) + "|",
             ]
             seen = set()
+            best = _best_rows(labels, idx, ds, task, cfg["bits"])
             for (label, ratio), shown in labels.items():
                 row = [shown]
                 seen.add(shown)
                 for b in cfg["bits"]:
                     s = idx.get((ds, label, ratio, b, task, "{}"))
-                    row.append(_fmt(s["mean"], s["std"]) if s else "–")
+                    cell = _fmt(s["mean"], s["std"]) if s else "–"
+                    row.append(f"**{cell}**" if (label, ratio) in best.get(b, ()) else cell)
                     if with_paper:
                         row.append(_paper_cell(cfg, task, shown, b))
                 lines.append("| " + " | ".join(row) + " |")
@@ -90,8 +93,26 @@ def _metric_tables(cfg, summary, metric, datasets) -> list[str]:
                     for b in cfg["bits"]:
                         row += ["–", _paper_cell(cfg, task, shown, b)]
                     lines.append("| " + " | ".join(row) + " |")
+            if any(best.values()):
+                notes.insert(0, "Bold: the best mean of its column among the rows trained at the same paired ratio.")
             parts.append("\n".join(lines) + "\n" + "".join(f"\n- {n}" for n in notes) + ("\n" if notes else ""))
     return parts
+
+
+def _best_rows(labels, idx, ds, task, bits) -> dict:
+    """``{bits: {(label, ratio), ...}}``: the rows with the highest mean in each column, among the rows
+    of one paired ratio (methods are compared on the same training data); none where a ratio has one
+    row only."""
+    out = {}
+    for b in bits:
+        by_ratio = defaultdict(dict)
+        for label, ratio in labels:
+            s = idx.get((ds, label, ratio, b, task, "{}"))
+            if s and s["mean"] is not None:
+                by_ratio[ratio][(label, ratio)] = round(s["mean"], 4)  # as shown
+        out[b] = {row for rows in by_ratio.values() if len(rows) > 1
+                  for row, v in rows.items() if v == max(rows.values())}
+    return out
 
 
 def _fit_time_tables(cfg, records, datasets) -> list[str]:
@@ -322,7 +343,8 @@ def _header(cfg, quick_params) -> list[str]:
 def write_outputs(cfg: dict, entries: list[dict], out_dir, plots: bool = True) -> dict[str, Path]:
     """``metrics.json``, ``report.md`` and the PNG plots of a resolved config's finished cells."""
     out = Path(out_dir)
-    records = [r for e in entries for r in e["records"]]
+    # records reused from runs that predate the scalar precision@10 take it from their TopN curve
+    records = with_top_precision([r for e in entries for r in e["records"]])
     metrics = list(dict.fromkeys([*cfg.get("metrics", ["map"]), "map"]))
     summary = {m: summarize_records(records, m) for m in metrics}
     payload = {
@@ -355,6 +377,9 @@ def write_outputs(cfg: dict, entries: list[dict], out_dir, plots: bool = True) -
     if cfg["kind"] in ("table", "topn", "pr", "convergence"):
         for m in metrics:
             lines += _metric_tables(cfg, summary[m], m, datasets)
+    if cfg.get("leaderboard"):
+        titles = {ds: cfg["resolved"]["dataset_sources"][ds].get("title", ds) for ds in datasets}
+        lines += ["## Which method?", "", leaderboard_markdown(records, titles, datasets)]
     if cfg.get("report_fit_time"):
         lines += _fit_time_tables(cfg, records, datasets)
     for ds in datasets:

@@ -77,6 +77,7 @@ def plan_cells(cfg: dict) -> list[dict]:
                                     "n_bits": int(n_bits),
                                     "paired_ratio": ratio,
                                     "seed": int(seed),
+                                    "pairs_only": bool(run.get("pairs_only", False)),
                                 }
                             )
     return cells
@@ -281,7 +282,7 @@ def run_experiment(
     cells = [
         make_cell(dataset=c["dataset"], fingerprint=fingerprints[c["dataset"]], method=c["method"],
                   params=c["params"], n_bits=c["n_bits"], paired_ratio=c["paired_ratio"], seed=c["seed"],
-                  label=c["label"], grid=c["grid"], source=c["source"])
+                  label=c["label"], grid=c["grid"], source=c["source"], pairs_only=c["pairs_only"])
         for c in plan_cells(cfg)
     ]
     jobs = check_jobs(jobs)

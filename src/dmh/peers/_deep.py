@@ -5,9 +5,9 @@ All these methods were published with a CNN backbone (AlexNet / VGG) on raw imag
 text network. Here the image side is an MLP over the given image features (the papers' "fc7
 features" setting: DJSRH/JDSH/DGCPN then train their fully connected layers and hash layer, UCCH's
 ``*_fea`` data sets train its ``ImageNet`` MLP), the text side the papers' text MLP. The networks
-see each view z-scored with the training statistics (the papers' inputs have a scale fixed by the
-backbone; ours come at arbitrary scales), while every similarity matrix is built from the raw
-features, as the papers do.
+take each view as given (``input_scaling="none"``, as the authors' code feeds its pre-extracted
+features) or z-scored per feature with the training statistics (``"feature"``); every similarity
+matrix is built from the raw features, as the papers do.
 
 This module imports PyTorch; it is only imported by the peer modules' ``_fit`` / ``_set_state``.
 """
@@ -31,6 +31,10 @@ __all__ = [
     "torch_seed",
     "make_nets",
     "standardise",
+    "INPUT_SCALINGS",
+    "check_input_scaling",
+    "fit_scalers",
+    "apply_scaler",
     "net_state",
     "load_net",
     "minibatches",
@@ -147,6 +151,34 @@ def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mu, sd
 
 
+#: how a deep peer's networks see their inputs: as given, or z-scored per feature
+INPUT_SCALINGS = ("none", "feature")
+
+
+def check_input_scaling(owner) -> str:
+    value = owner.input_scaling
+    if value not in INPUT_SCALINGS:
+        raise ParameterError(
+            f"{type(owner).__name__}: input_scaling must be one of {', '.join(map(repr, INPUT_SCALINGS))}, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def fit_scalers(views: dict, how: str) -> dict:
+    """``{modality: (mean, scale)}`` for :func:`apply_scaler`: the training rows' per-feature mean and
+    standard deviation for ``how="feature"``, the identity (zeros, ones) for ``"none"``. Either way the
+    pair is saved with the model, so encoding applies what training applied."""
+    if how == "feature":
+        return {m: standardise(X) for m, X in views.items()}
+    return {m: (np.zeros(X.shape[1]), np.ones(X.shape[1])) for m, X in views.items()}
+
+
+def apply_scaler(X: np.ndarray, scaler) -> np.ndarray:
+    mu, sd = scaler
+    return (X - mu) / sd
+
+
 def net_state(nets: dict) -> dict[str, np.ndarray]:
     """Network weights as plain float32 arrays keyed ``"<modality>_net.<param>"``."""
     state = {}
@@ -178,8 +210,7 @@ def project(net: nn.Module, X: np.ndarray, chunk: int = 4096) -> np.ndarray:
 
 def scaled_project(nets: dict, scalers: dict, X: np.ndarray, modality: str) -> np.ndarray:
     """:func:`project` of the rows of ``X`` standardised with the fitted ``scalers[modality]``."""
-    mu, sd = scalers[modality]
-    return project(nets[modality], (X - mu) / sd)
+    return project(nets[modality], apply_scaler(X, scalers[modality]))
 
 
 def scaled_net_state(nets: dict, scalers: dict) -> dict[str, np.ndarray]:

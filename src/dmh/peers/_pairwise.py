@@ -60,6 +60,7 @@ class PairwiseDeepPeer(ScaledNetsHasher):
             "text_hidden": _deep.check_hidden(self, "text_hidden"),
             "tol": _deep.check_float(self, "tol", 0.0),
             "patience": _deep.check_int(self, "patience", 1),
+            "input_scaling": _deep.check_input_scaling(self),
             "device": _deep.check_device(self),
         }
 
@@ -82,11 +83,9 @@ class PairwiseDeepPeer(ScaledNetsHasher):
         Ft = np.asarray(data.text[paired], dtype=np.float64)
         n = Fi.shape[0]
         self.n_train_ = n
-        self.scalers_ = {"image": _deep.standardise(Fi), "text": _deep.standardise(Ft)}
-        Xi = torch.as_tensor((Fi - self.scalers_["image"][0]) / self.scalers_["image"][1],
-                             dtype=torch.float32, device=device)
-        Xt = torch.as_tensor((Ft - self.scalers_["text"][0]) / self.scalers_["text"][1],
-                             dtype=torch.float32, device=device)
+        self.scalers_ = _deep.fit_scalers({"image": Fi, "text": Ft}, p["input_scaling"])
+        Xi = torch.as_tensor(_deep.apply_scaler(Fi, self.scalers_["image"]), dtype=torch.float32, device=device)
+        Xt = torch.as_tensor(_deep.apply_scaler(Ft, self.scalers_["text"]), dtype=torch.float32, device=device)
         self._setup(Fi, Ft, rng)
         seed = _deep.torch_seed(rng)
         hidden = {"image": p["image_hidden"], "text": p["text_hidden"]}

@@ -39,17 +39,15 @@ out 20% and still fit ``n_bits`` directions, ``1e-4``). A number fixes the relat
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from scipy import linalg
 
 from .._validation import check_int, check_random_state, check_real
 from ..base import BaseHasher
-from ..baselines.cca import AUTO_REG_GRID, cca_directions, select_cca_ridge
-from ..baselines.fitting import LinearHashMixin, centre
+from ..baselines.cca import AUTO_REG_GRID, cca_directions, centred_pairs, check_reg, select_cca_ridge
+from ..baselines.fitting import LinearHashMixin
 from ..data import CrossModalData
-from ..errors import DataError, ParameterError
+from ..errors import DataError
 
 __all__ = [
     "AUTO_REG_GRID", "CCAITQ", "cca_directions", "itq_rotation", "quantization_loss", "select_cca_ridge",
@@ -138,38 +136,18 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         self.n_iter = n_iter
         self.random_state = random_state
 
-    def _check_reg(self):
-        if isinstance(self.reg, str):
-            if self.reg != "auto":
-                raise ParameterError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
-            return "auto"
-        if not isinstance(self.reg, numbers.Real):
-            raise ParameterError(f"CCAITQ: reg must be 'auto' or a number >= 0, got {self.reg!r}")
-        return check_real(self.reg, "reg")
-
     def _check_params(self):
-        return self._check_reg(), check_real(self.corr_power, "corr_power"), check_int(self.n_iter, "n_iter", minimum=0)
+        return (check_reg(self.reg, "CCAITQ"), check_real(self.corr_power, "corr_power"),
+                check_int(self.n_iter, "n_iter", minimum=0))
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
         reg, power, n_iter = self._check_params()
         rng = check_random_state(self.random_state)
         k = self.n_bits_
-        paired = data.paired_mask
-        n = int(paired.sum())
-        if n <= k:
-            raise ParameterError(
-                f"{name} needs more paired objects than bits: {k} canonical directions of centred "
-                f"views need at least {k + 1} paired objects, the training data hold {n}"
-            )
         di, dt = data.image.shape[1], data.text.shape[1]
         r = min(k, di, dt)  # canonical pairs available; bits beyond them come from ITQ (see below)
-        Xi_raw, Xt_raw = data.image[paired], data.text[paired]
-        scores = np.empty(0)
-        if reg == "auto":
-            reg, scores = select_cca_ridge(Xi_raw, Xt_raw, r, rng, name)
-        Xi, mean_i = centre(Xi_raw)
-        Xt, mean_t = centre(Xt_raw)
+        Xi, Xt, means, reg, scores = centred_pairs(data, k, reg, rng, name, n_directions=r)
         try:
             Wi, Wt, rho, ridge = cca_directions(Xi, Xt, reg, r)
         except np.linalg.LinAlgError as exc:
@@ -182,10 +160,10 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         V = np.vstack([Xi @ Wi, Xt @ Wt])
         R, losses = itq_rotation(V, n_iter, rng)
         self.projections_ = {"image": Wi @ R, "text": Wt @ R}
-        self.means_ = {"image": mean_i, "text": mean_t}
+        self.means_ = means
         self.correlations_ = rho
         self.rotation_ = R
-        self.reg_ = float(reg)
+        self.reg_ = reg
         self.ridge_ = ridge
         self.reg_scores_ = scores
         self.quantization_losses_ = losses

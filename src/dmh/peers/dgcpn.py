@@ -104,7 +104,7 @@ class DGCPN(PairwiseDeepPeer):
 
     def __init__(self, n_bits=64, *, a1=0.1, a2=0.3, knn_fraction=0.15, coherence_scale=4.0 / 3.0, gamma=1.0,
                  epochs=20, batch_size=32, image_lr=0.001, text_lr=0.01, momentum=0.9, weight_decay=5e-4,
-                 image_hidden=(512,), text_hidden=(512,), tol=0.0, patience=5, device="cpu",
+                 image_hidden=(512,), text_hidden=(512,), tol=0.0, patience=5, input_scaling="none", device="cpu",
                  random_state=None):
         self.n_bits = n_bits
         self.a1 = a1
@@ -122,6 +122,7 @@ class DGCPN(PairwiseDeepPeer):
         self.text_hidden = text_hidden
         self.tol = tol
         self.patience = patience
+        self.input_scaling = input_scaling
         self.device = device
         self.random_state = random_state
 

@@ -71,6 +71,9 @@ class DJSRH(PairwiseDeepPeer):
     tol, patience : float, int [0, 5]
         Optional label-free stopping rule: stop when the epoch's training loss has not fallen by a
         relative ``tol`` for ``patience`` epochs (``tol=0`` runs all ``epochs``).
+    input_scaling : {"none", "feature"} ["none": the authors' code feeds its features as given]
+        How the networks see their inputs: as given, or z-scored per feature with the training
+        statistics (which blows the rare words of a 0/1 bag of words up to large values).
     device : {"cpu", "cuda", "auto"}
     random_state : int, Generator or None
 
@@ -88,7 +91,7 @@ class DJSRH(PairwiseDeepPeer):
 
     def __init__(self, n_bits=64, *, beta=0.9, eta=0.4, mu=1.5, lambda1=0.1, lambda2=0.1, epochs=20,
                  batch_size=32, image_lr=0.001, text_lr=0.01, momentum=0.9, weight_decay=5e-4,
-                 image_hidden=(512,), text_hidden=(512,), tol=0.0, patience=5, device="cpu",
+                 image_hidden=(512,), text_hidden=(512,), tol=0.0, patience=5, input_scaling="none", device="cpu",
                  random_state=None):
         self.n_bits = n_bits
         self.beta = beta
@@ -106,6 +109,7 @@ class DJSRH(PairwiseDeepPeer):
         self.text_hidden = text_hidden
         self.tol = tol
         self.patience = patience
+        self.input_scaling = input_scaling
         self.device = device
         self.random_state = random_state
 

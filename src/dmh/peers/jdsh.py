@@ -114,7 +114,7 @@ class JDSH(PairwiseDeepPeer):
     def __init__(self, n_bits=64, *, alpha=0.5, beta=0.1, lamb=0.4, mu=1.4, intra=0.1, a=2.0, b=4.0,
                  l1=0.1, l2=0.2, n_fit_batches=50, epochs=20, batch_size=32, image_lr=0.01, text_lr=0.01,
                  momentum=0.9, weight_decay=5e-4, image_hidden=(512,), text_hidden=(512,), tol=0.0,
-                 patience=5, device="cpu", random_state=None):
+                 patience=5, input_scaling="none", device="cpu", random_state=None):
         self.n_bits = n_bits
         self.alpha = alpha
         self.beta = beta
@@ -136,6 +136,7 @@ class JDSH(PairwiseDeepPeer):
         self.text_hidden = text_hidden
         self.tol = tol
         self.patience = patience
+        self.input_scaling = input_scaling
         self.device = device
         self.random_state = random_state
 

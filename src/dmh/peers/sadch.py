@@ -123,6 +123,8 @@ class SADCH(ScaledNetsHasher):
     lr : float [1e-3; our choice]
         Adam learning rate of both networks.
     image_hidden, text_hidden : tuple of int [(512,), (512,)]
+    input_scaling : {"none", "feature"} ["feature": the reconstruction was developed on z-scored inputs]
+        How the networks see their inputs: z-scored per feature with the training statistics, or as given.
     device : {"cpu", "cuda", "auto"}
     random_state : int, Generator or None
 
@@ -138,11 +140,14 @@ class SADCH(ScaledNetsHasher):
     """
 
     method_name = "sadch"
+    #: cells fitted before ``input_scaling`` existed ran with per-feature z-scoring
+    key_neutral = {"input_scaling": "feature"}
     uses_unpaired = True
     min_paired = 2
 
     def __init__(self, n_bits=64, *, n_neighbours=10, gamma=200.0, n_query=2000, outer_iter=10, inner_epochs=3,
-                 batch_size=64, lr=1e-3, image_hidden=(512,), text_hidden=(512,), device="cpu", random_state=None):
+                 batch_size=64, lr=1e-3, image_hidden=(512,), text_hidden=(512,), input_scaling="feature",
+                 device="cpu", random_state=None):
         self.n_bits = n_bits
         self.n_neighbours = n_neighbours
         self.gamma = gamma
@@ -153,6 +158,7 @@ class SADCH(ScaledNetsHasher):
         self.lr = lr
         self.image_hidden = image_hidden
         self.text_hidden = text_hidden
+        self.input_scaling = input_scaling
         self.device = device
         self.random_state = random_state
 
@@ -169,6 +175,7 @@ class SADCH(ScaledNetsHasher):
             "lr": _deep.check_float(self, "lr", 0.0, low_open=True),
             "image_hidden": _deep.check_hidden(self, "image_hidden"),
             "text_hidden": _deep.check_hidden(self, "text_hidden"),
+            "input_scaling": _deep.check_input_scaling(self),
             "device": _deep.check_device(self),
         }
 
@@ -184,9 +191,9 @@ class SADCH(ScaledNetsHasher):
         raw = {"image": np.asarray(data.image, dtype=np.float64), "text": np.asarray(data.text, dtype=np.float64)}
         n = data.n_objects
         c = self.n_bits_
-        self.scalers_ = {m: _deep.standardise(raw[m][masks[m]]) for m in masks}
-        X = {m: torch.as_tensor((raw[m] - self.scalers_[m][0]) / self.scalers_[m][1], dtype=torch.float32,
-                                device=device) for m in masks}
+        self.scalers_ = _deep.fit_scalers({m: raw[m][masks[m]] for m in masks}, p["input_scaling"])
+        X = {m: torch.as_tensor(_deep.apply_scaler(raw[m], self.scalers_[m]), dtype=torch.float32, device=device)
+             for m in masks}
         S = cross_view_similarity(raw["image"], raw["text"], masks["image"], masks["text"], p["n_neighbours"])
         seed = _deep.torch_seed(rng)
         hidden = {"image": p["image_hidden"], "text": p["text_hidden"]}

@@ -133,6 +133,9 @@ class UCCH(ScaledNetsHasher):
     clip_norm : float [1.0]
         Gradient norm clipping.
     image_hidden, text_hidden : tuple of int [(512, 512), (512,); the authors: 8192 wide]
+    input_scaling : {"none", "feature"} ["none": the authors' code feeds its features as given]
+        How the networks see their inputs: as given, or z-scored per feature with the training
+        statistics (which blows the rare words of a 0/1 bag of words up to large values).
     device : {"cpu", "cuda", "auto"}
     random_state : int, Generator or None
 
@@ -150,7 +153,7 @@ class UCCH(ScaledNetsHasher):
     def __init__(self, n_bits=64, *, alpha=0.9, n_negatives=4096, temperature=0.9, memory_momentum=0.4,
                  margin=0.2, shift=1.0, warmup_epochs=1, epochs=100, lr_milestones=(30, 60, 90),
                  batch_size=256, lr=1e-4, weight_decay=1e-6, clip_norm=1.0, image_hidden=(512, 512),
-                 text_hidden=(512,), device="cpu", random_state=None):
+                 text_hidden=(512,), input_scaling="none", device="cpu", random_state=None):
         self.n_bits = n_bits
         self.alpha = alpha
         self.n_negatives = n_negatives
@@ -167,6 +170,7 @@ class UCCH(ScaledNetsHasher):
         self.clip_norm = clip_norm
         self.image_hidden = image_hidden
         self.text_hidden = text_hidden
+        self.input_scaling = input_scaling
         self.device = device
         self.random_state = random_state
 
@@ -188,6 +192,7 @@ class UCCH(ScaledNetsHasher):
             "clip_norm": _deep.check_float(self, "clip_norm", 0.0, low_open=True),
             "image_hidden": _deep.check_hidden(self, "image_hidden"),
             "text_hidden": _deep.check_hidden(self, "text_hidden"),
+            "input_scaling": _deep.check_input_scaling(self),
             "device": _deep.check_device(self),
         }
         try:
@@ -212,8 +217,8 @@ class UCCH(ScaledNetsHasher):
         Ft = np.asarray(data.text[paired], dtype=np.float64)
         n = Fi.shape[0]
         self.n_train_ = n
-        self.scalers_ = {"image": _deep.standardise(Fi), "text": _deep.standardise(Ft)}
-        X = {m: torch.as_tensor((F_ - self.scalers_[m][0]) / self.scalers_[m][1], dtype=torch.float32, device=device)
+        self.scalers_ = _deep.fit_scalers({"image": Fi, "text": Ft}, p["input_scaling"])
+        X = {m: torch.as_tensor(_deep.apply_scaler(F_, self.scalers_[m]), dtype=torch.float32, device=device)
              for m, F_ in (("image", Fi), ("text", Ft))}
         seed = _deep.torch_seed(rng)
         hidden = {"image": p["image_hidden"], "text": p["text_hidden"]}

@@ -270,16 +270,9 @@ class MilvusCodeStore:
             start = self._max_id() + 1
             new_ids = np.arange(start, start + n, dtype=np.int64)
         else:
-            new_ids = np.asarray(ids)
-            if new_ids.ndim != 1 or new_ids.size != n:
-                raise ParameterError(f"ids must have shape ({n},) to match the codes, got {new_ids.shape}")
-            if n and not np.issubdtype(new_ids.dtype, np.integer):
-                raise ParameterTypeError(f"ids must be integers, got dtype {new_ids.dtype}")
-            new_ids = new_ids.astype(np.int64)
-            if n and new_ids.min() < 0:
-                raise ParameterError("ids must be non-negative (-1 marks padding in search results)")
-            if np.unique(new_ids).size != n:
-                raise ParameterError("ids hold repeated values; every id must be unique")
+            from ..index import check_new_ids
+
+            new_ids = check_new_ids(ids, n)
             dup = self._held(new_ids)
             if dup.size:  # Milvus itself would keep both rows under one primary key
                 raise DataError(f"ids already in the store: {np.sort(dup)[:5].tolist()}")

@@ -1,8 +1,8 @@
 """Do the unpaired objects help? DMH at a given pairing ratio with the unpaired objects (under
-candidate settings) against the same DMH on the paired half alone (docs/quality.md, "Unpaired
-objects at 50% pairing").
+candidate settings) against the same DMH on the paired half alone (docs/log/quality.md
+section 7).
 
-    python benchmarks/quality_unpaired.py --data uci-digits,wiki,fashion --seeds 0,1,2 --bits 16 \
+    python studies/quality_unpaired.py --data uci-digits,wiki,fashion --seeds 0,1,2 --bits 16 \
         --config 'paired-only=paired_only' --config 'default={}' --config 'w0.3={"unpaired_weight": 0.3}' \
         --out docs/results/quality/unpaired.json
 
@@ -12,9 +12,9 @@ objects), so the configurations of one (data, seed) share the same held-out pair
 Records the held-out pair score (the label-free criterion) and test MAP (for diagnosis only).
 Resumable: finished (data, config, bits, seed) records in ``--out`` are skipped.
 
-    python benchmarks/quality_unpaired.py --report docs/results/quality/unpaired.json [--baseline paired-only]
+    python studies/quality_unpaired.py --report docs/results/quality/unpaired.json [--baseline paired-only]
 
-prints the tables of docs/quality.md from such a file: every record, the per-seed paired
+prints the tables of docs/log/quality.md from such a file: every record, the per-seed paired
 differences of each configuration against ``--baseline`` (and against ``default``), and the Spearman
 correlation, per (data, seed), between the label-free score and test MAP over the configurations.
 """

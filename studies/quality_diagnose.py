@@ -1,7 +1,7 @@
-"""Per-round diagnosis of DMH fits (docs/quality.md): label-free figures and the MAP of every
+"""Per-round diagnosis of DMH fits (docs/log/quality.md): label-free figures and the MAP of every
 intermediate, on the training set minus held-out pairs (the held-out pairs give the label-free score).
 
-    python benchmarks/quality_diagnose.py DATA --bits 16,64 --ratio 1.0 --seed 0 --out FILE.json \
+    python studies/quality_diagnose.py DATA --bits 16,64 --ratio 1.0 --seed 0 --out FILE.json \
         [--param KEY=VALUE ...] [--paired-only] [--full]
 
 ``--paired-only`` trains on the paired objects of the semi-paired training set alone (the premise
@@ -14,17 +14,19 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
-
-from _data import int_list, load_or_exit, results_file
 
 from dmh import DMH, make_semi_paired
 from dmh._atomic import atomic_write_text
 from dmh._json import jsonable
 from dmh.diagnostics import diagnose, format_report
 from dmh.selection import holdout_pairs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmarks' shared helpers
+from _data import int_list, load_or_exit, results_file  # noqa: E402
 
 
 def main(argv=None):

@@ -5,7 +5,7 @@ the last snapshot, the share that differ from the final codes, and the MAP of th
 (1,000 training objects as queries against all, relevant when they share a topic label of the
 synthetic generator). Used to judge a stopping rule on the codes' stability (docs/speed.md).
 
-    python benchmarks/gbe_sign_stability.py [--n 10000] [--bits 64] [--steps 150] [--threads 1] [--solver auto]
+    python studies/gbe_sign_stability.py [--n 10000] [--bits 64] [--steps 150] [--threads 1] [--solver auto]
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmarks' shared helpers
 
 
 def _map(C: np.ndarray, L: np.ndarray, q: np.ndarray) -> float:

@@ -1,7 +1,7 @@
 """Check that ``DMH(preset="paper")`` gives the same codes as DMH at an earlier commit (before the
 options of docs/quality.md existed), on a small fit (600 UCI digits objects, 50% paired, 16 bits).
 
-    python benchmarks/quality_paper_exact.py [--rev 8a3215c]
+    python studies/quality_paper_exact.py [--rev 8a3215c]
 
 Exports the old ``src`` with ``git archive`` into a temporary folder and runs the same fit with
 both; prints the two code fingerprints and exits 1 when they differ.

@@ -1,10 +1,10 @@
 """Does the label-free score rank settings as test MAP does? Reads per-round diagnosis files of
-``benchmarks/quality_diagnose.py`` (every (setting, number of rounds) is one candidate) and reports,
+``studies/quality_diagnose.py`` (every (setting, number of rounds) is one candidate) and reports,
 per dataset / bits / paired ratio, the Spearman correlation over candidates between the held-out
 pair score and the mean test MAP, and the test MAP lost by choosing on the label-free score
 (regret). Test MAP is read here only to validate the criterion.
 
-    python benchmarks/quality_rank.py FILE.json [FILE.json ...] [--md OUT.md]
+    python studies/quality_rank.py FILE.json [FILE.json ...] [--md OUT.md]
 """
 
 from __future__ import annotations

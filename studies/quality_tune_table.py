@@ -1,7 +1,7 @@
 """Markdown table of `dmh tune --test-map` records, one row per (data, bits, seed), two candidates
 side by side with their paired differences (label-free held-out pair score and test MAP).
 
-    python benchmarks/quality_tune_table.py A_JSON B_JSON ... --base '{"cle_scaling": "feature"}' \
+    python studies/quality_tune_table.py A_JSON B_JSON ... --base '{"cle_scaling": "feature"}' \
         --new '{"cle_scaling": "view"}'
 """
 

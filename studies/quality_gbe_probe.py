@@ -1,10 +1,10 @@
-"""Isolate GBE (docs/quality.md): on one round of CLE features Y of the training set, MAP of Y itself
+"""Isolate GBE (docs/log/quality.md): on one round of CLE features Y of the training set, MAP of Y itself
 (cosine) and of the training codes that GBE variants make from it, beside the codes GBE starts from
 (signs of random projections). Labels are used here for diagnosis only, never to choose. Beside
 them: the label-free neighbourhood figure (at one or more relevance sizes, ``--targets``) and, per
-code length, the balance of GBE's two gradients at the initial codes (docs/quality.md section 17).
+code length, the balance of GBE's two gradients at the initial codes (docs/log/quality.md section 17).
 
-    python benchmarks/quality_gbe_probe.py DATA --bits 16,64 [--ratio 0.5] [--seed 0] \
+    python studies/quality_gbe_probe.py DATA --bits 16,64 [--ratio 0.5] [--seed 0] \
         [--variants 'perplexity 30,perplexity 30 + gamma 0.001'] [--targets 0.01,0.03] --out FILE.json
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _data import load_or_exit
 
 from dmh import make_semi_paired
 from dmh._atomic import atomic_write_text
@@ -27,6 +27,9 @@ from dmh.methods import cle as cle_mod
 from dmh.methods import gbe
 from dmh.methods.dmh import sparse_view
 from dmh.selection import code_health, neighbourhood_relevance
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmarks' shared helpers
+from _data import load_or_exit  # noqa: E402
 
 VARIANTS = {
     "paper (clip)": {},
@@ -142,7 +145,7 @@ def main(argv=None):
                             complement_how="lle", q_method="procrustes", y_method="exact", w_reg=0.1,
                             neighbour_pool=30, rng=rng).Y
     L = label_matrix(train.labels)
-    # label-free: relevant = among each other's k nearest in both raw views (docs/quality.md section 10)
+    # label-free: relevant = among each other's k nearest in both raw views (docs/log/quality.md section 10)
     eye = np.eye(train.n_objects, dtype=bool)
     full = train.paired_mask
     relevance = {}

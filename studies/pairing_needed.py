@@ -3,7 +3,7 @@ DMH's MAP at each paired ratio of a ``fig4`` run (mean over its seeds) against t
 trained on all pairs in a ``table1`` run (mean over its seeds), and the smallest ratio from
 which DMH stays above it. Reads the two runs' ``metrics.json``; fits nothing.
 
-    python benchmarks/pairing_needed.py docs/results/fig4/metrics.json docs/results/table1/metrics.json [--out F.json]
+    python studies/pairing_needed.py docs/results/fig4/metrics.json docs/results/table1/metrics.json [--out F.json]
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ candidates within one seed, the held-out pair MRR (``score``) and the neighbourh
 (``label_free.neighbourhood.map``) with the mean test MAP of the two directions. Test MAP is read
 here only to validate the figures, never to choose.
 
-    python benchmarks/quality_score_check.py TUNE.json [TUNE.json ...] [--md OUT.md]
+    python studies/quality_score_check.py TUNE.json [TUNE.json ...] [--md OUT.md]
 """
 
 from __future__ import annotations

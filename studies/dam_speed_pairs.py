@@ -1,8 +1,8 @@
 """Paired MAP and DAM epochs of DMH variants: each seed fits every variant on the same training set.
 
-    python benchmarks/dam_speed_pairs.py DATA BITS SEEDS OUT.jsonl VARIANT_JSON [VARIANT_JSON ...]
+    python studies/dam_speed_pairs.py DATA BITS SEEDS OUT.jsonl VARIANT_JSON [VARIANT_JSON ...]
 
-e.g. ``python benchmarks/dam_speed_pairs.py uci-digits 16 0,1,2 pairs.jsonl
+e.g. ``python studies/dam_speed_pairs.py uci-digits 16 0,1,2 pairs.jsonl
 '{"dam_stop": "fixed", "dam_lean": false}' '{}'`` (the defaults before and after the DAM stopping
 rule). One JSON line per fit (appended to OUT): MAP image->text / text->image as ``dmh evaluate``
 scores it (fully paired training set of the data's split), fit seconds, DAM seconds, the epochs
@@ -19,6 +19,8 @@ from dmh.evaluation import evaluate_model
 
 
 def main(argv):
+    if len(argv) < 5 or argv[0] in ("-h", "--help"):
+        sys.exit(__doc__)
     src, bits, seeds, out = argv[0], int(argv[1]), [int(s) for s in argv[2].split(",")], argv[3]
     variants = [json.loads(v) for v in argv[4:]]
     data = load_dataset(src)

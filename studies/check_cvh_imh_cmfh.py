@@ -12,7 +12,7 @@ UCI two-view digits (``uci_handwritten/uci_all.mat``): a sanity check (label pri
 
 Usage::
 
-    nice -n 10 python benchmarks/check_cvh_imh_cmfh.py [--data-dir ../shared/data] [--bits 16 32]
+    nice -n 10 python studies/check_cvh_imh_cmfh.py [--data-dir ../shared/data] [--bits 16 32]
         [--seeds 0 1 2 3 4] [--json out.json] [--threads 1]
 
 Prints markdown tables (mean +- std over the seeds, published value in brackets).

@@ -1,7 +1,7 @@
 """Does CLE in float32 change DMH's results on the small sets? Test MAP of DMH (default preset,
 fully paired, the whole training set) with ``cle_dtype="float64"`` and ``"float32"``, same seeds.
 
-    python benchmarks/cle_dtype_map.py [--datasets uci-digits,wiki:../shared/data/wiki] [--bits 16]
+    python studies/cle_dtype_map.py [--datasets uci-digits,wiki:../shared/data/wiki] [--bits 16]
         [--seeds 0,1,2] [--param KEY=VALUE ...] [--out cle_dtype_map.json]
 
 Prints one JSON row per fit and, per dataset and task, the mean paired difference

@@ -1,10 +1,10 @@
-"""Isolate CLE (docs/quality.md, "Dense CNN features"): MAP of CLE's features Y (cosine, training
+"""Isolate CLE (docs/log/quality.md section 8): MAP of CLE's features Y (cosine, training
 objects against each other) for CLE settings, beside the same figure for regularised CCA's
 projection of the same data (the first stage of CCA-ITQ), and optionally the MAP of the training
 codes GBE makes from each Y (calibrated S^Y, t-SNE's P over Y, or P fused with each view's own P).
 Labels are used here for diagnosis only, never to choose.
 
-    python benchmarks/quality_cle_probe.py DATA --variants none:512:3,none:64:3 [--gbe-bits 16,64]
+    python studies/quality_cle_probe.py DATA --variants none:512:3,none:64:3 [--gbe-bits 16,64]
         [--similarity y,fused] [--seed 0] --out FILE.json
 
 With ``--gbe-bits`` GBE also codes CCA's fused projection (in place of CLE's Y); ``--variants ''``
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _data import int_list, load_or_exit, results_file
 from scipy import linalg
 
 from dmh._atomic import atomic_write_text
@@ -36,6 +36,9 @@ from dmh.data import label_matrix
 from dmh.diagnostics import _cosine, ranking_map
 from dmh.methods import cle as cle_mod
 from dmh.methods import gbe
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmarks' shared helpers
+from _data import int_list, load_or_exit, results_file  # noqa: E402
 
 
 def _map_all(S, L):

@@ -5,7 +5,7 @@ inputs (the package defaults, d = 512), then GBE from each initialisation (150 A
 defaults). Scores the training codes themselves, a third of the training objects querying all of
 them (relevant = same label), so DAM and out-of-sample encoding play no part.
 
-    python benchmarks/gbe_init.py [--data-dir ../shared/data] [--bits 16 128] [--inits projection pca]
+    python studies/gbe_init.py [--data-dir ../shared/data] [--bits 16 128] [--inits projection pca]
 
 UCI digits is built in; Wikipedia runs when ``DATA_DIR/wiki/wiki_data.mat`` exists. Measured
 (2 shared cores, seed 0), training codes' MAP:

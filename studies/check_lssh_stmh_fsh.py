@@ -17,8 +17,8 @@ own code builds, to explain gaps (see docs/baselines.md):
 
 Usage (from the repository root; a full run takes tens of minutes on 2 busy cores)::
 
-    nice -n 10 python benchmarks/check_lssh_stmh_fsh.py
-    python benchmarks/check_lssh_stmh_fsh.py --methods fsh --datasets uci --bits 16 32 --seeds 0 1
+    nice -n 10 python studies/check_lssh_stmh_fsh.py
+    python studies/check_lssh_stmh_fsh.py --methods fsh --datasets uci --bits 16 32 --seeds 0 1
 """
 
 from __future__ import annotations

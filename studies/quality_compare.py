@@ -1,7 +1,7 @@
 """DMH with the default preset vs DMH(preset="paper") vs CCA-ITQ vs the best of the six baselines
-(CVH, IMH, CMFH, LSSH, STMH, FSH), MAP per dataset, bits and task (docs/quality.md).
+(CVH, IMH, CMFH, LSSH, STMH, FSH), MAP per dataset, bits and task (docs/log/quality.md).
 
-    python benchmarks/quality_compare.py --data-dir ../shared/data --bits 16,64 --seeds 0,1,2 \
+    python studies/quality_compare.py --data-dir ../shared/data --bits 16,64 --seeds 0,1,2 \
         --ratios 1.0 --out docs/results/quality_compare.json
 
 Resumable: cells already in --out are not refitted. Writes the records (JSON) and a markdown table

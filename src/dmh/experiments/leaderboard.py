@@ -1,0 +1,156 @@
+"""Which method? One table per dataset that ranks every method of a comparison run (the ``peers``
+experiment) by its mean over code lengths, directions and seeds, on MAP over the whole database
+and on the top of the ranking (MAP@50, precision@10), with the mean fit time; and the count of
+(bits, direction) cells where DMH is the best of every method trained on the same data.
+
+Methods are compared only with methods trained on the same data: the rows of one paired ratio.
+The tables are drawn from the records alone (``metrics.json``), so ``dmh reproduce`` writes them
+into its report and :func:`leaderboard_markdown` can redraw them anywhere (the README).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..records import TASKS, method_label, with_top_precision
+
+__all__ = ["RANKED_METRICS", "best_counts", "leaderboard_markdown", "leaderboard_rows"]
+
+#: what a method is ranked on: the whole ranking, then its top
+RANKED_METRICS = ("map", "map@50", "precision@10")
+_SHORT = {"map": "MAP", "map@50": "MAP@50", "precision@10": "P@10"}
+
+
+def _cells(records: Sequence[dict], metric: str) -> dict:
+    """``{(dataset, label, ratio): {(bits, task): mean over seeds}}`` of grid-free records."""
+    acc = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.get("grid") or r.get(metric) is None:
+            continue
+        acc[(r["dataset"], r["method"], float(r["paired_ratio"]))][(int(r["n_bits"]), r["task"])].append(r[metric])
+    return {k: {c: float(np.mean(v)) for c, v in cells.items()} for k, cells in acc.items()}
+
+
+def _fit_seconds(records: Sequence[dict]) -> dict:
+    acc = defaultdict(list)
+    for r in records:
+        if not r.get("grid") and r["task"] == TASKS[0] and r.get("fit_seconds") is not None:
+            acc[(r["dataset"], r["method"], float(r["paired_ratio"]))].append(r["fit_seconds"])
+    return {k: float(np.mean(v)) for k, v in acc.items()}
+
+
+def leaderboard_rows(records: Sequence[dict], dataset: str) -> list[dict]:
+    """One row per (method, paired ratio) of ``dataset``: ``label``, ``paired_ratio``, the mean of
+    each :data:`RANKED_METRICS` over its (bits, direction) cells (each a mean over seeds), the rank
+    on each among the rows of its paired ratio (1 = best), ``fit_seconds`` and ``n_cells``. Only
+    cells that every row of the ratio has are averaged, so that the means compare like with like."""
+    records = with_top_precision([r for r in records if r.get("dataset") == dataset])
+    by_metric = {m: _cells(records, m) for m in RANKED_METRICS}
+    fit = _fit_seconds(records)
+    keys = sorted(by_metric["map"], key=lambda k: (-k[2], k[1]))
+    rows = []
+    for ratio in sorted({k[2] for k in keys}, reverse=True):
+        group = [k for k in keys if k[2] == ratio]
+        shared = set.intersection(*(set(by_metric["map"][k]) for k in group))
+        for m in RANKED_METRICS[1:]:
+            shared &= set.intersection(*(set(by_metric[m].get(k, {})) for k in group))
+        if not shared:
+            continue
+        means = {k: {m: float(np.mean([by_metric[m][k][c] for c in shared])) for m in RANKED_METRICS} for k in group}
+        ranks = {m: _ranks([means[k][m] for k in group]) for m in RANKED_METRICS}
+        for i, k in enumerate(group):
+            rows.append({
+                "label": k[1],
+                "paired_ratio": ratio,
+                **means[k],
+                **{f"rank_{m}": ranks[m][i] for m in RANKED_METRICS},
+                "fit_seconds": fit.get(k),
+                "n_cells": len(shared),
+            })
+    rows.sort(key=lambda r: (-r["paired_ratio"], r["rank_map"], r["label"]))
+    return rows
+
+
+def _ranks(values: list[float]) -> list[int]:
+    """Competition ranks, 1 for the largest (values equal to 4 decimals share a rank)."""
+    rounded = [round(v, 4) for v in values]
+    return [1 + sum(o > v for o in rounded) for v in rounded]
+
+
+def best_counts(records: Sequence[dict], label: str, ratio: float, *, versus: Sequence[str] | None = None,
+                metric: str = "map") -> tuple[int, int]:
+    """``(wins, cells)``: in how many (dataset, bits, direction) cells the row ``label`` at ``ratio``
+    has the highest mean over seeds of ``metric`` among the rows of that ratio (or among ``versus``
+    only), ties counted as wins; cells where the row or no other is present are not counted."""
+    cells = _cells(with_top_precision(list(records)), metric)
+    wins = total = 0
+    datasets = sorted({k[0] for k in cells})
+    for ds in datasets:
+        own = cells.get((ds, label, float(ratio)))
+        if not own:
+            continue
+        others = [v for (d, lab, r), v in cells.items()
+                  if d == ds and r == float(ratio) and lab != label and (versus is None or lab in versus)]
+        for c, value in own.items():
+            rivals = [o[c] for o in others if c in o]
+            if not rivals:
+                continue
+            total += 1
+            wins += round(value, 4) >= round(max(rivals), 4)
+    return wins, total
+
+
+def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None = None,
+                         datasets: Sequence[str] | None = None) -> str:
+    """The "which method?" tables of every dataset of ``records`` (markdown), then DMH's counts."""
+    titles = titles or {}
+    datasets = list(datasets) if datasets is not None else list(dict.fromkeys(r["dataset"] for r in records))
+    lines = []
+    for ds in datasets:
+        rows = leaderboard_rows(records, ds)
+        if not rows:
+            continue
+        n = rows[0]["n_cells"]
+        lines += [
+            f"**{titles.get(ds, ds)}**: mean over {n} (bits, direction) cells, each a mean over seeds; "
+            "rank among the methods trained on the same data (1 = best)",
+            "",
+            "| method | trained on | MAP | rank | MAP@50 | rank | P@10 | rank | fit s |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in rows:
+            fit = "–" if r["fit_seconds"] is None else f"{r['fit_seconds']:.1f}"
+            lines.append(
+                f"| {method_label(r['label'])} | {r['paired_ratio']:.0%} pairs | {r['map']:.3f} | {r['rank_map']} "
+                f"| {r['map@50']:.3f} | {r['rank_map@50']} | {r['precision@10']:.3f} | {r['rank_precision@10']} "
+                f"| {fit} |"
+            )
+        lines.append("")
+    counts = _dmh_counts(records)
+    if counts:
+        lines += counts + [""]
+    return "\n".join(lines)
+
+
+def _dmh_counts(records) -> list[str]:
+    labels = {r["method"] for r in records}
+    out = []
+    if "DMH" not in labels:
+        return out
+    for ratio, who in ((1.0, "DMH (100%)"), (0.5, "DMH (50%)")):
+        parts = []
+        for m in RANKED_METRICS[:2]:
+            w, t = best_counts(records, "DMH", ratio, metric=m)
+            if t:
+                parts.append(f"{w} of {t} (dataset, bits, direction) cells on {_SHORT[m]}")
+        if parts:
+            out.append(f"- {who} is the best of every method trained on the same data in " + " and ".join(parts) + ".")
+    if "DMH (pairs only)" in labels:
+        for m in RANKED_METRICS[:2]:
+            w, t = best_counts(records, "DMH", 0.5, versus=["DMH (pairs only)"], metric=m)
+            if t:
+                out.append(f"- DMH (50%) is at or above DMH (pairs only) in {w} of {t} cells on {_SHORT[m]}.")
+    return out

@@ -1,0 +1,138 @@
+"""The fair semi-paired protocol's pieces: pairs-only cells, the scalar precision@10, the "which
+method?" tables and the best-of-column marks in experiment reports."""
+
+import json
+
+import numpy as np
+import pytest
+
+from dmh.cli import main
+from dmh.data import make_semi_paired
+from dmh.evaluation import (
+    cell_key,
+    data_fingerprint,
+    make_cell,
+    pairs_only_redundant,
+    pairs_only_set,
+    plan_evaluation,
+    run_cells,
+)
+
+
+def test_a_pairs_only_cell_trains_on_the_pairs_of_the_same_semi_paired_set(toy_data):
+    cells = plan_evaluation(toy_data, "toy", ["imh"], [8], [0.5], [3], trainings=("semi-paired", "pairs-only"))
+    assert [c["label"] for c in cells] == ["imh", "imh (pairs only)"]
+    assert "pairs_only" not in cells[0] and cells[1]["pairs_only"] is True
+    assert cells[0]["key"] != cells[1]["key"]
+    entries = run_cells(cells, {"data": toy_data})
+    semi = make_semi_paired(toy_data.train(), 0.5, random_state=3)
+    alone = pairs_only_set(semi)
+    # the same pairs, in the same order, and nothing else
+    np.testing.assert_array_equal(alone.image, semi.image[semi.paired_mask])
+    np.testing.assert_array_equal(alone.text, semi.text[semi.paired_mask])
+    assert alone.is_fully_paired and alone.n_objects == semi.n_paired
+    full, pairs = (e["records"][0] for e in entries)
+    assert full["n_train"] == semi.n_objects and full["n_paired"] == semi.n_paired and "pairs_only" not in full
+    assert pairs["n_train"] == semi.n_paired == pairs["n_paired"] and pairs["pairs_only"] is True
+    assert pairs["method"] == "imh (pairs only)"
+
+
+def test_pairs_only_cells_are_left_out_where_they_would_repeat_a_semi_paired_cell(toy_data):
+    both = ("semi-paired", "pairs-only")
+    assert pairs_only_redundant("cvh", 0.5) and pairs_only_redundant("imh", 1.0)
+    assert not pairs_only_redundant("imh", 0.5) and not pairs_only_redundant("dmh", 0.5)
+    cells = plan_evaluation(toy_data, "toy", ["cvh", "imh"], [8], [1.0, 0.5], [0], trainings=both)
+    assert [(c["label"], c["paired_ratio"]) for c in cells] == [
+        ("cvh", 1.0), ("imh", 1.0), ("cvh", 0.5), ("imh", 0.5), ("imh (pairs only)", 0.5)]
+    # asked alone, pairs-only gives every method its cells
+    alone = plan_evaluation(toy_data, "toy", ["cvh"], [8], [0.5], [0], trainings=("pairs-only",))
+    assert [c["label"] for c in alone] == ["cvh (pairs only)"]
+    with pytest.raises(ValueError, match="training"):
+        plan_evaluation(toy_data, "toy", ["cvh"], [8], [0.5], [0], trainings=("pairs",))
+
+
+def test_the_keys_of_cells_written_before_pairs_only_existed_are_unchanged(toy_data):
+    fp = data_fingerprint(toy_data, "toy")
+    cell = make_cell(dataset="toy", fingerprint=fp, method="cvh", params={}, n_bits=8, paired_ratio=0.5, seed=0)
+    legacy = {k: v for k, v in cell.items() if k != "key"}
+    assert cell_key(legacy) == cell["key"] and '"pairs_only"' not in cell["key"]
+    assert make_cell(dataset="toy", fingerprint=fp, method="cvh", params={}, n_bits=8, paired_ratio=0.5, seed=0,
+                     pairs_only=True)["key"] != cell["key"]
+
+
+def test_evaluate_training_option(toy_data, tmp_path, capsys):
+    from dmh import save_data
+
+    path = save_data(toy_data, tmp_path / "toy.npz")
+    out = tmp_path / "r.json"
+    assert main(["evaluate", str(path), "--method", "cvh,imh", "--bits", "8", "--paired-ratio", "0.5",
+                 "--training", "semi-paired,pairs-only", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "not fitted where they would train on the semi-paired cells' data: cvh at 0.5" in said
+    records = json.loads(out.read_text())["results"]
+    assert sorted({r["method"] for r in records}) == ["cvh", "imh", "imh (pairs only)"]
+    assert "| IMH (pairs only, 50%) |" in said  # the table's label
+    assert main(["evaluate", str(path), "--bits", "8", "--training", "pairs", "--out", str(tmp_path / "x.json")]) == 2
+    assert "--training" in capsys.readouterr().err
+
+
+def test_precision_at_10_is_the_share_of_relevant_items_in_the_first_ten(toy_data):
+    from dmh.metrics import evaluate_retrieval, hamming_distance
+
+    rng = np.random.default_rng(1)
+    q = np.where(rng.random((25, 16)) > 0.5, 1, -1).astype(np.int8)
+    d = np.where(rng.random((90, 16)) > 0.5, 1, -1).astype(np.int8)
+    ql, dl = rng.integers(0, 4, 25), rng.integers(0, 4, 90)
+    dist = hamming_distance(q, d)
+    naive = np.mean([(dl[np.argsort(dist[i], kind="stable")[:10]] == ql[i]).mean() for i in range(25)])
+    for curves in (True, False):
+        res = evaluate_retrieval(q, d, ql, dl, curves=curves)
+        assert res["precision@10"] == pytest.approx(naive)
+    res = evaluate_retrieval(q, d, ql, dl, topn=(1, 50))
+    assert res["topn"]["n"] == [1, 50] and len(res["topn"]["precision"]) == 2
+
+
+def test_records_before_the_scalar_take_precision_at_10_from_their_topn_curve():
+    from dmh.records import with_top_precision
+
+    old = {"method": "cvh", "topn": {"n": [1, 10, 50], "precision": [0.9, 0.7, 0.5]}}
+    new = {"method": "imh", "precision@10": 0.4, "topn": {"n": [10], "precision": [0.1]}}
+    out = with_top_precision([old, new, {"method": "x"}])
+    assert out[0]["precision@10"] == 0.7 and out[1]["precision@10"] == 0.4 and "precision@10" not in out[2]
+    assert "precision@10" not in old  # the input is left alone
+
+
+def _records(values):
+    """Records of one dataset: values[(label, ratio)] = {(bits, task): map}; MAP@50 and P@10 follow MAP."""
+    out = []
+    for (label, ratio), cells in values.items():
+        for (bits, task), v in cells.items():
+            for seed in (0, 1):
+                out.append({"dataset": "d", "method": label, "paired_ratio": ratio, "n_bits": bits, "task": task,
+                            "seed": seed, "map": v + 0.01 * seed, "map@50": v, "precision@10": v,
+                            "fit_seconds": 2.0 if label == "DMH" else 1.0})
+    return out
+
+
+def test_the_leaderboard_ranks_methods_among_those_trained_on_the_same_data():
+    from dmh.experiments.leaderboard import best_counts, leaderboard_markdown, leaderboard_rows
+
+    cells = [(16, "image->text"), (16, "text->image")]
+    recs = _records({
+        ("DMH", 1.0): dict(zip(cells, (0.6, 0.5), strict=True)),
+        ("CVH", 1.0): dict(zip(cells, (0.7, 0.3), strict=True)),
+        ("DMH", 0.5): dict(zip(cells, (0.4, 0.4), strict=True)),
+        ("DMH (pairs only)", 0.5): dict(zip(cells, (0.3, 0.45), strict=True)),
+        ("CVH", 0.5): {cells[0]: 0.9},  # one cell only: the 50% means are taken over that cell
+    })
+    rows = leaderboard_rows(recs, "d")
+    at100 = [r for r in rows if r["paired_ratio"] == 1.0]
+    assert [r["label"] for r in at100] == ["DMH", "CVH"] and [r["rank_map"] for r in at100] == [1, 2]
+    assert at100[0]["map"] == pytest.approx(0.555) and at100[0]["fit_seconds"] == 2.0
+    at50 = [r for r in rows if r["paired_ratio"] == 0.5]
+    assert {r["n_cells"] for r in at50} == {1} and at50[0]["label"] == "CVH"
+    assert best_counts(recs, "DMH", 1.0) == (1, 2)
+    assert best_counts(recs, "DMH", 0.5, versus=["DMH (pairs only)"]) == (1, 2)
+    text = leaderboard_markdown(recs, {"d": "Data"})
+    assert "**Data**" in text and "| DMH | 100% pairs |" in text
+    assert "DMH (50%) is at or above DMH (pairs only) in 1 of 2 cells on MAP" in text
