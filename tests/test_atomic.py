@@ -71,25 +71,56 @@ def test_check_writable_missing_folder_and_directory(tmp_path):
     assert list(tmp_path.iterdir()) == [tmp_path / "dir.json"]  # the probe leaves nothing behind
 
 
-def test_exclusive_lock_refuses_a_second_writer_and_takes_over_stale_locks(tmp_path):
+def test_exclusive_lock_refuses_a_second_writer_and_is_freed_when_its_process_dies(tmp_path):
     import subprocess
     import sys
 
-    from dmh._atomic import _HOST, exclusive_lock
+    from dmh._atomic import exclusive_lock
 
     out = tmp_path / "results.json"
     with exclusive_lock(out) as lock:
-        assert lock.exists()
-        with pytest.raises(OutputError, match="being written by another dmh run"):
+        assert f'"pid": {os.getpid()}' in lock.read_text()
+        with pytest.raises(OutputError, match=f"being written by another dmh run \\(pid {os.getpid()} on .*pytest"):
             with exclusive_lock(out):
                 pass
-    assert not lock.exists()
-    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True, check=True).stdout)
-    lock.write_text(f"{_HOST} {dead}\n")
+    assert lock.read_text() == ""  # released: no holder named any more
+    # a holder killed (SIGKILL) while holding it: the kernel releases the lock, nothing to clean
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from dmh._atomic import exclusive_lock\n"
+         f"with exclusive_lock({str(out)!r}):\n print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(OutputError, match=f"pid {holder.pid} on .*-c"):
+            with exclusive_lock(out):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
     with exclusive_lock(out):
-        assert lock.read_text().split()[1] == str(os.getpid())
-    lock.write_text(f"otherhost {dead}\n")
-    with pytest.raises(OutputError, match="otherhost"):
-        with exclusive_lock(out):
-            pass
+        assert f'"pid": {os.getpid()}' in lock.read_text()
+
+
+def test_exclusive_lock_waits_a_bounded_time(tmp_path):
+    import threading
+    import time
+
+    from dmh._atomic import exclusive_lock
+
+    out = tmp_path / "results.json"
+    said = []
+    with exclusive_lock(out):
+        t0 = time.monotonic()
+        with pytest.raises(OutputError, match="still being written by another dmh run after 0.3 s"):
+            with exclusive_lock(out, wait=0.3, log=said.append):
+                pass
+        assert time.monotonic() - t0 >= 0.3 and len(said) == 1 and "waiting up to 0.3 s" in said[0]
+    got, second = [], exclusive_lock(out, wait=20)
+    with exclusive_lock(out):
+        waiter = threading.Thread(target=lambda: got.append(second.__enter__()))
+        waiter.start()
+        time.sleep(0.3)
+        assert not got  # still waiting while the first holds it
+    waiter.join(timeout=20)
+    assert got and f'"pid": {os.getpid()}' in got[0].read_text()  # taken as soon as the first let go
+    second.__exit__(None, None, None)

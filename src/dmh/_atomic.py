@@ -24,7 +24,9 @@ from pathlib import Path
 
 from .errors import OutputError
 
-__all__ = ["atomic_path", "atomic_write_text", "check_writable", "clean_stale_temporaries", "exclusive_lock"]
+__all__ = [
+    "atomic_path", "atomic_write_text", "check_writable", "clean_stale_temporaries", "exclusive_lock", "lock_holder",
+]
 
 _HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:40] or "host"
 _TMP_RE = re.compile(r"^\..+\.dmh-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[0-9a-f]+(\.[^/]*)?\.tmp$")
@@ -164,48 +166,88 @@ def atomic_write_text(path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path, what: str = "results file"):
-    """Hold ``.<name>.lock`` beside ``path`` for the duration, so that two runs never write the same
-    output: the second gets an :class:`OutputError` naming the first (its pid). A lock left by a
-    process that no longer runs (same host) is taken over; one of another host is respected."""
+def exclusive_lock(path, what: str = "results file", *, wait: float = 0.0, lock_file=None, log=None,
+                   hint: str = "wait for it to finish or write elsewhere"):
+    """Hold an OS file lock on ``.<name>.lock`` beside ``path`` (or on ``lock_file``) for the
+    duration, so that two runs never write the same output.
+
+    The lock is :class:`filelock.FileLock` (``flock``): the kernel releases it when its process
+    ends, however it ends, so a killed run never leaves a lock to clean. While held, the lock file
+    names its holder (pid, host, command line, start time); it stays in place, empty, afterwards.
+    A second run waits up to ``wait`` seconds (``log`` is told once that it waits), then gets an
+    :class:`OutputError` naming the holder (and ``hint``: what to do).
+    """
+    import filelock
+
     path = Path(path)
-    folder = _check_target(path)
-    lock = folder / f".{path.name}.lock"
-    owner = f"{_HOST} {os.getpid()}\n"
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            holder = _lock_holder(lock)
-            if holder is not None and holder[0] == _HOST and not _pid_alive(holder[1]):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(lock)  # stale: its owner died without releasing it
-                continue
-            who = f"process {holder[1]} on {holder[0]}" if holder else "another process"
-            raise OutputError(
-                path, f"the {what} is being written by another dmh run ({who}, lock {lock}); wait for it to "
-                "finish or write elsewhere"
-            ) from None
-        except OSError as exc:
-            if exc.errno in _OUTPUT_ERRNOS:
-                raise _output_error(path, exc) from None
-            raise
-        with os.fdopen(fd, "w") as fh:
-            fh.write(owner)
-        break
-    else:  # pragma: no cover - lost the race for a stale lock twice
-        raise OutputError(path, f"could not take the lock {lock}")
+    lock = Path(lock_file) if lock_file is not None else _check_target(path) / f".{path.name}.lock"
+    fl = filelock.FileLock(lock, thread_local=False, fallback_to_soft=False)
     try:
+        try:
+            fl.acquire(timeout=0)
+        except filelock.Timeout:
+            holder = lock_holder(lock)
+            if wait <= 0:
+                raise OutputError(path, f"the {what} is being written by another dmh run ({holder}, lock "
+                                  f"{lock}); {hint}") from None
+            if log is not None:
+                log(f"waiting up to {wait:g} s for the {what} {path}: another dmh run holds it ({holder})")
+            try:
+                fl.acquire(timeout=wait)
+            except filelock.Timeout:
+                raise OutputError(path, f"the {what} is still being written by another dmh run after "
+                                  f"{wait:g} s of waiting ({lock_holder(lock)}, lock {lock}); {hint}") from None
+    except OSError as exc:
+        if exc.errno in _OUTPUT_ERRNOS:
+            raise _output_error(path, exc) from None
+        if exc.errno == errno.ENOSYS:  # pragma: no cover - a file system without flock
+            raise OutputError(path, f"the file system of {lock} does not support file locks") from None
+        raise
+    try:
+        _write_holder(lock)
         yield lock
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            if _lock_holder(lock) == (_HOST, os.getpid()):
-                os.unlink(lock)
+        with contextlib.suppress(OSError):
+            os.truncate(lock, 0)  # the next run names no holder that has gone
+        fl.release()
 
 
-def _lock_holder(lock: Path):
+def _write_holder(lock: Path) -> None:
+    import datetime
+    import json
+    import sys
+
+    holder = {
+        "pid": os.getpid(), "host": socket.gethostname(),
+        "command": " ".join([_program(), *sys.argv[1:]])[:200],
+        "since": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+    with open(lock, "r+", encoding="utf-8") as fh:  # the lock is held on the file, not on this descriptor
+        fh.truncate()
+        fh.write(json.dumps(holder) + "\n")
+
+
+def _program() -> str:
+    import sys
+
+    if not sys.argv or not sys.argv[0]:
+        return "python"
+    program = Path(sys.argv[0])
+    return "dmh" if program.match("dmh/cli/__main__.py") else program.name
+
+
+def lock_holder(lock) -> str:
+    """Who holds the lock ``lock``, in words, from what its holder wrote there ("another
+    process" when it wrote nothing yet, or names a process of this host that no longer runs)."""
+    import json
+
     try:
-        host, pid = lock.read_text().split()
-        return host, int(pid)
-    except (OSError, ValueError):
-        return None
+        holder = json.loads(Path(lock).read_text(encoding="utf-8"))
+        pid, host = int(holder["pid"]), str(holder["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+    if host == socket.gethostname() and not _pid_alive(pid):
+        return "another process"
+    command = str(holder.get("command") or "").strip()
+    since = str(holder.get("since") or "")
+    return f"pid {pid} on {host}" + (f", {command!r}" if command else "") + (f", since {since}" if since else "")

@@ -142,16 +142,14 @@ def test_existing_results_are_never_silently_overwritten(data_file, tmp_path, ca
 
 
 def test_a_second_run_on_the_same_results_is_refused(data_file, tmp_path, capsys):
-    from dmh._atomic import _HOST
+    from dmh._atomic import exclusive_lock
 
     out = tmp_path / "r.json"
-    lock = tmp_path / ".r.json.lock"
-    lock.write_text(f"{_HOST} {os.getppid()}\n")  # a live process holds it
-    assert main(["evaluate", str(data_file), *CVH, "--paired-ratio", "1.0", "--out", str(out)]) == 2
-    assert f"process {os.getppid()}" in _error(capsys) and not out.exists()
-    lock.unlink()
+    with exclusive_lock(out) as lock:  # another run holds it
+        assert main(["evaluate", str(data_file), *CVH, "--paired-ratio", "1.0", "--out", str(out)]) == 2
+        assert f"pid {os.getpid()}" in _error(capsys) and not out.exists()
     assert main(["evaluate", str(data_file), *CVH, "--paired-ratio", "1.0", "--out", str(out)]) == 0
-    assert not lock.exists()  # released at the end
+    assert lock.read_text() == ""  # released at the end, naming no holder
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"results": [{"method": "cvh"}]}', '{"results": 3}'])
@@ -198,8 +196,13 @@ def test_absurd_sizes_are_refused_before_allocating(data_file, tmp_path, capsys)
 
     codes = save_codes(tmp_path / "codes.npz", np.ones((3, 8), np.int8))
     index = HammingIndex(8, backend="numpy").add(np.ones((3, 8), np.int8)).save(tmp_path / "i.dmhidx")
-    assert main(["search", str(index), "--codes", str(codes), "--k", "1000000000000"]) == 2
-    assert "k=1000000000000" in _error(capsys)
+    # the CLI asks for no more than the index holds: every code comes back
+    assert main(["search", str(index), "--codes", str(codes), "--k", "1000000000000", "--format", "csv"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 3 * 3
+    from dmh.errors import ResourceError
+
+    with pytest.raises(ResourceError, match="k=1000000000000"):  # the library pads to k, as faiss does
+        HammingIndex.load(index).search(np.ones((3, 8), np.int8), 1_000_000_000_000)
     assert main(["fit", str(data_file), "--method", "dmh", "--bits", "8", "--param", "dmh.hidden_size=10000000000000",
                  "--out", str(tmp_path / "m.npz")]) == 2
     assert "hidden_size=10000000000000" in _error(capsys)

@@ -53,6 +53,15 @@ def test_text_search_matches_library(client, shapes_collection):
     assert thumb.status_code == 200 and thumb.headers["content-type"] == "image/jpeg"
 
 
+def test_unknown_words_in_the_answer(client):
+    body = client.get("/api/search", params={"q": "a green zzzz square", "k": 5}).json()
+    assert body["unknown_words"] == ["zzzz"] and len(body["results"]) == 5 and "note" not in body
+    body = client.get("/api/search", params={"q": "zzzz qqqq", "k": 5}).json()
+    assert body["results"] == [] and body["unknown_words"] == ["zzzz", "qqqq"]
+    assert "none of the query's words is in the collection's vocabulary" in body["note"]
+    assert "unknown_words" not in client.get("/api/similar/5", params={"k": 4}).json()
+
+
 def test_image_upload_raw_and_multipart(client, shapes_collection):
     from dmh.collection import Collection
 

@@ -4,6 +4,8 @@ Debian's ``chromium`` and ``chromium-driver``, installed by ``.ci/run``).
 On a collection of generated shape photos (always) and on real product photos with their titles
 (``../shared/data/fashion``, when present): type a query, check that the result thumbnails appear
 in the order of the API's answer and load, upload a photo (file chooser and drop zone), and follow "More like this".
+On the shapes: the search lives in the page's address (reload, Back, a shared link) and unknown
+words are named on the page.
 With ``DMH_WRITE_SCREENSHOT=1`` the fashion run writes ``docs/images/search_page.png``.
 """
 
@@ -172,6 +174,44 @@ def test_page_on_generated_shapes(browser, shapes_collection):
 
     with BackgroundServer(create_app(shapes_collection)) as srv:
         _drive(browser, srv.url, "a red circle", Path(shapes_collection).parent / "query.png", k=12)
+
+
+def test_address_keeps_the_search_and_unknown_words_are_named(browser, shapes_collection):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from dmh.server import BackgroundServer, create_app
+
+    def ids():
+        _wait_done(browser)
+        return [c[0] for c in _shown(browser)]
+
+    def run(action):
+        browser.execute_script("document.body.dataset.state = ''")
+        action()
+        return ids()
+
+    with BackgroundServer(create_app(shapes_collection)) as srv:
+        answer = [r["id"] for r in _get(f"{srv.url}/api/search?q=a+blue+cross&k=7&target=texts")["results"]]
+        # a shared link runs its search
+        assert run(lambda: browser.get(f"{srv.url}/?q=a+blue+cross&target=texts&k=7")) == answer
+        assert browser.find_element(By.ID, "q").get_attribute("value") == "a blue cross"
+        # a typed search goes into the address; "More like this" too; Back and reload return to them
+        browser.find_element(By.ID, "q").clear()
+        red = [r["id"] for r in _get(f"{srv.url}/api/search?q=a+red+circle+zzzz&k=7&target=texts")["results"]]
+        assert run(lambda: browser.find_element(By.ID, "q").send_keys("a red circle zzzz\n")) == red
+        assert "q=a+red+circle+zzzz" in browser.current_url and "target=texts" in browser.current_url
+        assert "zzzz" in browser.find_element(By.ID, "notice").text  # named, left out
+        like = run(lambda: browser.find_elements(By.CSS_SELECTOR, ".hit .more")[0].click())
+        assert "like=" in browser.current_url and not browser.find_element(By.ID, "notice").is_displayed()
+        assert like != red and run(browser.back) == red
+        assert browser.find_element(By.ID, "q").get_attribute("value") == "a red circle zzzz"
+        assert run(browser.back) == answer
+        assert run(browser.forward) == red and run(browser.forward) == like and run(browser.refresh) == like
+        # no known word: no ranking, and the page says why
+        browser.find_element(By.ID, "q").clear()
+        assert run(lambda: browser.find_element(By.ID, "q").send_keys("zzzz qqqq\n")) == []
+        WebDriverWait(browser, 5).until(lambda d: "vocabulary" in d.find_element(By.ID, "status").text)
 
 
 @pytest.mark.skipif(not (FASHION / "texts.jsonl").is_file(), reason=f"real data absent: {FASHION}")

@@ -4,11 +4,11 @@ collection folder (a file argument keeps the index search of :mod:`dmh.cli.searc
 ::
 
     dmh build PHOTOS CAPTIONS.csv -o COLLECTION [--bits 64 --method dmh --image-model ...]
-               [--store local|milvus[:URI]] [--ray [ADDRESS]]
-    dmh add COLLECTION [MORE_PHOTOS] [--captions MORE.csv] [--ray [ADDRESS]]
+               [--store local|milvus[:URI]] [--ray [ADDRESS]] [--wait 600]
+    dmh add COLLECTION [MORE_PHOTOS] [--captions MORE.csv] [--ray [ADDRESS]] [--wait 600]
     dmh search COLLECTION (--text "two dogs" | --image query.jpg | --like ID) [--k 10]
                [--target images|texts] [--format table|json|csv]
-    dmh serve COLLECTION [--host 127.0.0.1 --port 8000]
+    dmh serve COLLECTION [--host 127.0.0.1 --port 8000 --max-upload-mb 10 --upload-timeout 60]
 """
 
 from __future__ import annotations
@@ -73,6 +73,15 @@ def _log(msg: str) -> None:
     click.echo(msg, err=True)
 
 
+def _wait_option(f):
+    from ..collection._build import LOCK_WAIT
+
+    return click.option(
+        "--wait", type=click.FloatRange(min=0), default=LOCK_WAIT, show_default=True, metavar="SECONDS",
+        help="While another build or add holds the collection, wait this long for it (0: refuse at once).",
+    )(f)
+
+
 @click.command("build")
 @click.argument("photos", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("captions", required=False, type=click.Path(dir_okay=False, path_type=Path))
@@ -95,9 +104,10 @@ def _log(msg: str) -> None:
 @click.option("--store", default="local", show_default=True, metavar="local|milvus[:URI]",
               help="Where the codes are searched: local index files, or Milvus (pip install 'dmh[milvus]'): "
               "milvus alone = the milvus-lite file codes.db in the collection, milvus:http://host:19530 a server.")
+@_wait_option
 @ray_options(batch_default=16)
 def build(photos, captions, output, bits, method, params, image_model, text_features, vocabulary_size,
-          fit_max, seed, batch_size, restart, progress, store, ray_address, ray_batch_size, ray_cpus, ray_gpus,
+          fit_max, seed, batch_size, restart, progress, store, wait, ray_address, ray_batch_size, ray_cpus, ray_gpus,
           ray_concurrency):
     """Build a searchable collection from a folder of PHOTOS and a CAPTIONS file.
 
@@ -115,7 +125,7 @@ def build(photos, captions, output, bits, method, params, image_model, text_feat
             photos, captions, output, method=method, n_bits=bits, params=_params(params),
             image_model=image_model, text_features=text_features, vocabulary_size=vocabulary_size,
             fit_max=fit_max, seed=seed, batch_size=batch_size, restart=restart, progress=progress, log=_log,
-            store=store, ray=ray,
+            store=store, ray=ray, wait=wait,
         )
 
 
@@ -127,10 +137,15 @@ def build(photos, captions, output, bits, method, params, image_model, text_feat
               help="Captions file of the new items (also accepted as the last argument).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--progress/--no-progress", default=True, show_default=True)
+@_wait_option
 @ray_options(batch_default=16)
-def add(collection, photos, captions, captions_opt, batch_size, progress, ray_address, ray_batch_size, ray_cpus,
+def add(collection, photos, captions, captions_opt, batch_size, progress, wait, ray_address, ray_batch_size, ray_cpus,
         ray_gpus, ray_concurrency):
-    """Add new PHOTOS (a folder) and/or CAPTIONS to a built COLLECTION; only they are encoded."""
+    """Add new PHOTOS (a folder) and/or CAPTIONS to a built COLLECTION; only they are encoded.
+
+    All or nothing: interrupted, the collection stays as it was (rerun the same command to finish;
+    the image features already computed are reused). A running dmh serve picks the new items up.
+    """
     from ..collection import add_to_collection
 
     if photos is not None and photos.is_file() and captions is None:  # dmh add COL more.csv
@@ -140,14 +155,15 @@ def add(collection, photos, captions, captions_opt, batch_size, progress, ray_ad
         raise click.UsageError("give a folder of new photos, a captions file, or both")
     ray = _ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
     with _warnings_to_stderr(), _ray_runtime(ray):
-        add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log, ray=ray)
+        add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log, ray=ray,
+                          wait=wait)
 
 
 # ------------------------------------------------------------------------------------- search
-def _hits_text(hits, fmt: str, query: dict) -> str:
+def _hits_text(hits, fmt: str, query: dict, extra: dict | None = None) -> str:
     rows = [h.to_dict() for h in hits]
     if fmt == "json":
-        return json.dumps({"query": query, "results": rows}, indent=1, ensure_ascii=False) + "\n"
+        return json.dumps({"query": query, **(extra or {}), "results": rows}, indent=1, ensure_ascii=False) + "\n"
     buf = io.StringIO()
     if fmt == "csv":
         w = csv.writer(buf, lineterminator="\n")
@@ -177,10 +193,18 @@ def _search_collection(path, text, image, like, k, target, fmt, out):
         raise click.UsageError(f"--k must be a positive integer, got {k}")
     if out is not None:
         check_writable(Path(out), "--out")
+    extra = {}
     with _warnings_to_stderr():
         col = Collection(path)
         if text is not None:
+            read = col.read_text(text)
             hits, query = col.search_text(text, k, target), {"text": text}
+            extra["unknown_words"] = read.unknown_words
+            note = read.note()
+            if note is not None:
+                _log("note: " + note)
+                if not read.readable:
+                    extra["note"] = note
         elif image is not None:
             if not Path(image).is_file():
                 raise CollectionError(f"--image: query image not found: {image}")
@@ -188,7 +212,7 @@ def _search_collection(path, text, image, like, k, target, fmt, out):
         else:
             hits, query = col.similar(like, k, target), {"like": like}
         query.update({"k": k, "target": target, "collection": str(path)})
-        result = _hits_text(hits, fmt or "table", query)
+        result = _hits_text(hits, fmt or "table", query, extra)
         if out is None:
             sys.stdout.write(result)
         else:
@@ -254,10 +278,16 @@ search = _make_search()
 @click.option("--max-upload-mb", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
               help="Largest image upload accepted.")
 @click.option("--max-k", default=100, show_default=True, type=click.IntRange(min=1), help="Largest k accepted.")
-def serve(collection, host, port, max_upload_mb, max_k):
-    """Serve a search page and a JSON API for COLLECTION (pip install 'dmh[serve]')."""
+@click.option("--upload-timeout", default=60.0, show_default=True, type=click.FloatRange(min=1), metavar="SECONDS",
+              help="An image upload that takes longer to arrive is refused (408).")
+def serve(collection, host, port, max_upload_mb, max_k, upload_timeout):
+    """Serve a search page and a JSON API for COLLECTION (pip install 'dmh[serve]').
+
+    Items added to COLLECTION while it is served (dmh add) are served without a restart.
+    """
     from ..server import Limits, run
 
     with _warnings_to_stderr():
-        limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_k=max_k)
+        limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_k=max_k,
+                        upload_timeout=upload_timeout)
         run(collection, host=host, port=port, limits=limits, log=_log)

@@ -359,8 +359,8 @@ def _search(index_path, codes_path, model, data, modality, rows, k, radius, fmt,
             f"the query codes have {queries.shape[1]} bits, the index holds "
             f"{idx.n_bits}-bit codes"
         )
-    if k is not None:
-        dist, ids = idx.search(queries, k)
+    if k is not None:  # more than the index holds: every code (no -1 padding to allocate)
+        dist, ids = idx.search(queries, max(1, min(k, len(idx))))
         hits = [(d[i >= 0], i[i >= 0]) for d, i in zip(dist, ids, strict=True)]
     else:
         lims, dist, ids = idx.range_search(queries, radius)

@@ -8,7 +8,9 @@ file                   content
 =====================  ==========================================================================
 ``build.json``         the build settings and the stages finished (a rerun skips those)
 ``manifest.json``      the items: ``id`` (0, 1, ...), ``name``, ``image`` (absolute path or null),
-                       ``caption`` (or null), and ``error`` for a photo that could not be read
+                       ``caption`` (or null), and ``error`` for a photo that could not be read; once
+                       items were added, also ``generation`` N and ``data``: the folder
+                       ``gen-NNNNNN`` that holds the five data files below (else they are here)
 ``features.npz``       the features (:func:`dmh.io.save_data` layout; ``__ids__`` maps rows to item
                        ids; ``__featurizer__`` holds the featurizer settings)
 ``model.npz``          the fitted hashing model, with its featurizer (so raw queries can be encoded)
@@ -19,6 +21,7 @@ file                   content
                        collections (:class:`dmh.store.milvus.MilvusCodeStore`; default URI the
                        milvus-lite file ``codes.db`` in the folder)
 ``thumbs/ID.jpg``      thumbnails (longest side 256 px), made once
+``.dmh-lock``          the writers' lock (an OS file lock; while held it names its holder)
 =====================  ==========================================================================
 
 **Captions file** (CSV, header row; ``.tsv``/``.tab`` tab-separated): columns ``image`` and
@@ -30,7 +33,13 @@ is allowed (semi-paired data, the premise of DMH). A photo may appear on one row
 Stages: ``scan`` (manifest) -> ``features`` (image features saved every 512 photos, so an
 interrupted run resumes mid-way) -> ``fit`` -> ``codes`` (codes and indexes) -> ``thumbs``.
 ``add_to_collection`` featurizes, encodes and indexes only new items, with the stored featurizer
-and model (the model is not refitted; the bag-of-words vocabulary stays that of the build).
+and model (the model is not refitted; the bag-of-words vocabulary stays that of the build). It
+writes the new state's data files into a new ``gen-NNNNNN`` folder and switches to it by replacing
+the manifest atomically: a reader sees the old state or the new one, and an add killed at any
+moment leaves the old one (its rerun resumes the image features). One writer at a time: a build
+or an add holds the collection's lock; another waits (``wait`` seconds) or is refused, naming it.
+:meth:`Collection.changed` / :meth:`Collection.reload` let a long-lived reader (``dmh serve``)
+follow the switches.
 
 ``ray=RayOptions(...)`` (:mod:`dmh.distributed`) runs the image features and the hash codes of
 ``build_collection`` / ``add_to_collection`` as Ray Data stages (a local runtime or a cluster);
@@ -44,15 +53,17 @@ from ._build import add_to_collection, build_collection
 from ._features import _image_features_chunked  # noqa: F401  (used by the tests)
 from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, _load_features, is_collection  # noqa: F401
 from ._inputs import read_captions
-from ._search import Collection, Hit
+from ._search import Collection, Hit, TextQuery, manifest_signature
 
 __all__ = [
     "COLLECTION_FORMAT_VERSION",
     "Collection",
     "CollectionError",
     "Hit",
+    "TextQuery",
     "add_to_collection",
     "build_collection",
     "is_collection",
+    "manifest_signature",
     "read_captions",
 ]

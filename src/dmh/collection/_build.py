@@ -7,24 +7,39 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import check_writable
+from .._atomic import check_writable, exclusive_lock
 from ..errors import CollectionError, OutputError, ParameterError
 from ._codes import _write_codes, _write_store_record
 from ._features import _featurize_items
 from ._files import (
-    COLLECTION_FORMAT_VERSION,
+    DATA_FILES,
+    LOCK_NAME,
     STAGES,
     _check_complete,
+    _clean_leftovers,
+    _fsync_folder,
     _load_features,
     _Paths,
     _read_build_state,
+    _read_current,
     _read_manifest,
     _save_features,
     _write_json,
     _write_manifest,
+    generation_folder,
 )
 from ._inputs import _scan
 from ._thumbs import _make_thumbnails
+
+BUILD_FORMAT_VERSION = 1
+#: seconds a build or add waits for another one on the same collection before giving up
+LOCK_WAIT = 600.0
+
+
+def _checkpoint(step: str) -> None:
+    """Called as an add reaches each of its steps (``scanned``, ``features``, ``features-saved``,
+    ``codes``, ``thumbs``, ``switched``); does nothing. The tests replace it to kill the process
+    there and check that the collection survives."""
 
 
 def _settings(photos, captions, *, method, n_bits, params, image_model, text_features, vocabulary_size,
@@ -87,6 +102,7 @@ def build_collection(
     log=print,
     store: str = "local",
     ray=None,
+    wait: float = LOCK_WAIT,
 ) -> Path:
     """Build (or resume building) a collection in the folder ``out``; see the module docstring.
 
@@ -98,6 +114,9 @@ def build_collection(
     with ``seed``). ``image_model``: ``"efficientnet-lite0"`` or ``"pixels-16"``;
     ``text_features``: ``"bow"`` (``vocabulary_size`` words) or ``"minilm"``. A rerun with the same
     settings skips the finished stages; other settings need ``restart=True`` (or another folder).
+
+    One build or add at a time per collection: another one waits up to ``wait`` seconds for the
+    collection's lock, then is refused (an :class:`OutputError` naming the holder).
     """
     settings = _settings(photos, captions, method=method, n_bits=n_bits, params=params or {},
                          image_model=image_model, text_features=text_features,
@@ -114,28 +133,60 @@ def build_collection(
     _check_output_folder(out)
     scanned = None
     if out.is_dir() and P.build.is_file() and not restart:
-        state = _read_build_state(P.build)
-        if state.get("settings") != settings:
-            old = state.get("settings") or {}
-            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
-            raise CollectionError(
-                f"{out} holds a collection built with other settings (differing: {', '.join(diff)}); "
-                "use another folder, or --restart to rebuild it"
-            )
-    elif out.is_dir() and any(out.iterdir()) and not P.build.is_file():
-        raise CollectionError(f"{out} is not empty and holds no collection; give a new or empty folder")
+        _check_same_settings(out, P, settings)  # refused at once, not after waiting for the lock
     else:
+        _check_empty(out, P)
         # a new build (or --restart): the inputs are read before the folder is made or emptied, so
         # that a missing photos folder or a bad captions file leaves nothing behind
         scanned = _scan_items(photos, captions)
-        if restart and out.is_dir() and P.build.is_file():
-            for name in ("manifest", "features", "model", "image_codes", "text_codes", "image_index",
-                         "text_index", "store", "build"):
+    out.mkdir(parents=True, exist_ok=True)
+    with _writer_lock(out, wait, log):
+        return _build_locked(out, P, settings, scanned, photos, captions, restart=restart, batch_size=batch_size,
+                             progress=progress, log=log, store=store, ray=ray)
+
+
+def _writer_lock(root: Path, wait: float, log):
+    """The collection's writer lock (one ``build``/``add`` at a time), waiting up to ``wait`` s."""
+    return exclusive_lock(root, "collection", wait=wait, lock_file=_Paths(root).lock, log=log,
+                          hint="try again when it has finished, or wait for it with --wait SECONDS")
+
+
+def _check_same_settings(out: Path, P: _Paths, settings: dict) -> dict:
+    state = _read_build_state(P.build)
+    if state.get("settings") != settings:
+        old = state.get("settings") or {}
+        diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+        raise CollectionError(
+            f"{out} holds a collection built with other settings (differing: {', '.join(diff)}); "
+            "use another folder, or --restart to rebuild it"
+        )
+    return state
+
+
+def _check_empty(out: Path, P: _Paths) -> None:
+    if out.is_dir() and not P.build.is_file() and any(e.name != LOCK_NAME for e in out.iterdir()):
+        raise CollectionError(f"{out} is not empty and holds no collection; give a new or empty folder")
+
+
+def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch_size, progress, log, store, ray):
+    """The stages of :func:`build_collection`, under the collection's lock (the state is read
+    again here: another build may have changed it while this one waited)."""
+    method, n_bits, params = settings["method"], settings["n_bits"], settings["params"]
+    image_model, text_features = settings["image_model"], settings["text_features"]
+    vocabulary_size, fit_max, seed = settings["vocabulary_size"], settings["fit_max"], settings["seed"]
+    if P.build.is_file() and not restart:
+        state = _check_same_settings(out, P, settings)
+    else:
+        _check_empty(out, P)
+        if scanned is None:  # pragma: no cover - only when another process emptied the folder meanwhile
+            scanned = _scan_items(photos, captions)
+        if restart and P.build.is_file():
+            for name in ("manifest", "model", "store", "build", *DATA_FILES):
                 getattr(P, name).unlink(missing_ok=True)
             for name in ("thumbs", "work"):
                 shutil.rmtree(getattr(P, name), ignore_errors=True)
-        out.mkdir(parents=True, exist_ok=True)
-        state = {"format": "dmh-collection-build", "format_version": COLLECTION_FORMAT_VERSION,
+            _clean_leftovers(out, 0)  # every add's generation and work folder
+        state = {"format": "dmh-collection-build", "format_version": BUILD_FORMAT_VERSION,
                  "settings": settings, "done": []}
         _write_json(P.build, state)
 
@@ -273,26 +324,41 @@ def _check_output_folder(out: Path) -> None:
 
 
 def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16, progress: bool = True,
-                      log=print, ray=None) -> int:
+                      log=print, ray=None, wait: float = LOCK_WAIT) -> int:
     """Add new photos and/or captions to a built collection: only they are featurized (with the
     stored featurizer), encoded (with the stored model) and indexed. Photos already in the
     collection are skipped. ``ray``: a :class:`dmh.distributed.RayOptions` to featurize and
-    encode on Ray. Returns the number of items added."""
+    encode on Ray. Returns the number of items added.
+
+    All or nothing: the new state is written beside the current one and switched to by one atomic
+    replace of the manifest (see :mod:`dmh.collection._files`); killed before that, the collection
+    is the old one, and a rerun of the same add reuses the image features already computed. One
+    build or add at a time: another waits up to ``wait`` seconds for the collection's lock."""
     path = Path(path)
-    P = _Paths(path)
+    P0 = _Paths(path)
     _check_complete(path)
     if photos is None and captions is None:
         raise CollectionError("give a photos folder, a captions file, or both")
-    check_writable(P.manifest, "COLLECTION")  # before any work: a read-only collection is refused now
+    check_writable(P0.manifest, "COLLECTION")  # before any work: a read-only collection is refused now
+    with _writer_lock(path, wait, log):
+        return _add_locked(path, photos, captions, batch_size=batch_size, progress=progress, log=log, ray=ray)
+
+
+def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray) -> int:
+    import hashlib
+    import json
+
     from ..base import load_model
     from ..index import load_codes
 
-    items = _read_manifest(P.manifest)
+    _check_complete(path)
+    items, P, generation = _read_current(path)
     known = {it["image"] for it in items if it["image"]}
     new, skipped = _scan(photos, captions, known)
     if skipped:
         log(f"{skipped} photo(s) already in the collection skipped")
     if not new:
+        _clean_leftovers(path, generation)
         log("nothing new to add")
         return 0
     start = max((it["id"] for it in items), default=-1) + 1
@@ -309,31 +375,49 @@ def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16,
         raise CollectionError(f"{path} was built without captions, so it cannot index new captions")
     if spec.image is None and any(it["image"] for it in new):
         raise CollectionError(f"{path} was built without photos, so it cannot index new photos")
-    image, text, image_mask, text_mask = _featurize_items(new, spec, batch_size=batch_size, progress=progress,
-                                                          ray=ray)
+    # the image features of this add are kept in a work folder named by what it adds, so that a
+    # rerun of an interrupted add resumes them; whatever other adds left is removed
+    key = hashlib.sha1(json.dumps([generation, [[it["id"], it["image"], it["caption"]] for it in new]])
+                       .encode("utf-8")).hexdigest()[:16]
+    work = path / f".add-{key}"
+    _clean_leftovers(path, generation, keep_work=work.name)
+    work.mkdir(exist_ok=True)
+    _checkpoint("scanned")
+    image, text, image_mask, text_mask = _featurize_items(new, spec, work=work, batch_size=batch_size,
+                                                          progress=progress, ray=ray)
+    _checkpoint("features")
     ids = np.array([it["id"] for it in new], np.int64)
-    # Files are rewritten in full, the manifest last: until it is written the collection is the
-    # old one, and whatever an interrupted add left in the other files is cut back to its items.
+    # the new generation: every data file written in full into its own folder
+    Pn = _Paths(path, path / generation_folder(generation + 1))
+    Pn.data.mkdir()
     listed = np.array([it["id"] for it in items], np.int64)
     old = {}
     for m in ("image", "text"):
         codes, cids = load_codes(getattr(P, f"{m}_codes"))
-        keep_old = np.isin(cids, listed)
+        keep_old = np.isin(cids, listed)  # a collection an older dmh grew may hold codes of unlisted items
         old[m] = (codes[keep_old], cids[keep_old])
     data, _, old_ids = _load_features(P.features)
     keep_old = np.isin(old_ids, listed)
     _save_features(
-        P.features, spec, np.concatenate([old_ids[keep_old], ids]),
+        Pn.features, spec, np.concatenate([old_ids[keep_old], ids]),
         np.concatenate([data.image[keep_old].astype(np.float32), image]),
         np.concatenate([data.text[keep_old].astype(np.float32), text]),
         np.concatenate([data.image_mask[keep_old], image_mask]),
         np.concatenate([data.text_mask[keep_old], text_mask]),
     )
-    _write_codes(P, model, image, text, image_mask, text_mask, ids, old, ray=ray)
+    del data
+    _checkpoint("features-saved")
+    _write_codes(Pn, model, image, text, image_mask, text_mask, ids, old, ray=ray)
+    _checkpoint("codes")
     for it in new:  # a thumbnail under a new id is one an interrupted add left: of another photo
         (P.thumbs / f"{it['id']}.jpg").unlink(missing_ok=True)
     _make_thumbnails(P.thumbs, new, progress=progress)
-    _write_manifest(P.manifest, items + new)
+    _checkpoint("thumbs")
+    _fsync_folder(Pn.data)
+    _write_manifest(P.manifest, items + new, generation + 1)  # the switch
+    _checkpoint("switched")
+    shutil.rmtree(work, ignore_errors=True)
+    _clean_leftovers(path, generation + 1)
     keep = image_mask | text_mask
     log(f"added {int(keep.sum())} item(s) ({int(image_mask.sum())} photos, {int(text_mask.sum())} captions) to {path}")
     return len(new)

@@ -1,9 +1,22 @@
-"""The files of a collection folder: their names, the manifest, the build record and the
-features file (read and written here only)."""
+"""The files of a collection folder: their names, the manifest, the build record, the features
+file and the generations of the data files (read and written here only).
+
+A build writes its data files (features, codes, indexes) at the top of the folder and a manifest of
+format 1 (generation 0). Each ``add`` writes a complete new set into ``gen-NNNNNN/`` beside the
+current one, then replaces ``manifest.json`` (one ``os.replace``: the switch), whose format 2 names
+that folder under ``"data"``. So a reader that reads the manifest once sees one consistent state,
+and a writer killed at any moment leaves the previous state whole. Writers hold the collection's
+lock (``.dmh-lock``); each removes what killed writers left and the generations before the
+previous one (a reader that opened the previous one a moment ago still finds its files).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,9 +25,17 @@ import numpy as np
 from .._atomic import atomic_write_text
 from ..errors import CollectionError, CollectionFileError
 
-COLLECTION_FORMAT_VERSION = 1
+COLLECTION_FORMAT_VERSION = 2  # the newest manifest format read; a build writes 1 (no "data" folder)
 STAGES = ("scan", "features", "fit", "codes", "thumbs")
 TARGETS = ("images", "texts")
+LOCK_NAME = ".dmh-lock"
+#: the data files of one generation (top level for generation 0, else its gen-NNNNNN folder)
+DATA_FILES = {"features": "features.npz", "image_codes": "image_codes.npz", "text_codes": "text_codes.npz",
+              "image_index": "images.dmhidx", "text_index": "texts.dmhidx"}
+_TOP_FILES = {"build": "build.json", "manifest": "manifest.json", "model": "model.npz", "thumbs": "thumbs",
+              "work": "work", "store": "store.json", "lock": LOCK_NAME}
+_GEN_RE = re.compile(r"^gen-(\d{6})$")
+_ADD_WORK_RE = re.compile(r"^\.add-[0-9a-f]{16}$")
 
 
 def is_collection(path) -> bool:
@@ -52,25 +73,51 @@ def _write_json(path: Path, obj) -> None:
 
 @dataclass
 class _Paths:
+    """The files of a collection: ``root`` for the shared ones (build record, manifest, model,
+    thumbnails), ``data`` (default ``root``) for those of one generation (features, codes, indexes)."""
+
     root: Path
+    data: Path | None = None
 
     def __getattr__(self, name):  # build.json, manifest.json, ...
-        files = {
-            "build": "build.json", "manifest": "manifest.json", "features": "features.npz",
-            "model": "model.npz", "image_codes": "image_codes.npz", "text_codes": "text_codes.npz",
-            "image_index": "images.dmhidx", "text_index": "texts.dmhidx", "thumbs": "thumbs", "work": "work",
-            "store": "store.json",
-        }
-        if name not in files:
-            raise AttributeError(name)
-        return self.root / files[name]
+        if name in DATA_FILES:
+            return (self.data if self.data is not None else self.root) / DATA_FILES[name]
+        if name in _TOP_FILES:
+            return self.root / _TOP_FILES[name]
+        raise AttributeError(name)
 
 
-def _write_manifest(path: Path, items: list[dict]) -> None:
-    _write_json(path, {"format": "dmh-collection", "format_version": COLLECTION_FORMAT_VERSION, "items": items})
+def generation_folder(generation: int) -> str:
+    return f"gen-{generation:06d}"
+
+
+def _write_manifest(path: Path, items: list[dict], generation: int = 0) -> None:
+    """The manifest: format 1 for generation 0 (data files at the top: what older dmh reads), format
+    2 naming the data folder otherwise. Written atomically: for an add, this is the switch."""
+    if generation == 0:
+        _write_json(path, {"format": "dmh-collection", "format_version": 1, "items": items})
+    else:
+        _write_json(path, {"format": "dmh-collection", "format_version": 2, "generation": generation,
+                           "data": generation_folder(generation), "items": items})
 
 
 def _read_manifest(path: Path) -> list[dict]:
+    return _read_manifest_state(path)[0]
+
+
+def _read_current(root: Path) -> tuple[list[dict], _Paths, int]:
+    """The collection's current state: ``(items, paths with its data folder, generation)``."""
+    items, generation = _read_manifest_state(root / _TOP_FILES["manifest"])
+    P = _Paths(root)
+    if generation:
+        P = _Paths(root, root / generation_folder(generation))
+        if not P.data.is_dir():
+            raise CollectionFileError(P.manifest, f"names the data folder {P.data.name}, which is missing "
+                                      "(damaged collection)")
+    return items, P, generation
+
+
+def _read_manifest_state(path: Path) -> tuple[list[dict], int]:
     m = _read_json(path, "collection manifest")
     if m.get("format") != "dmh-collection":
         raise CollectionFileError(path, "is not a dmh collection manifest")
@@ -79,6 +126,12 @@ def _read_manifest(path: Path) -> list[dict]:
         raise CollectionFileError(path, f"has no valid format_version (got {version!r})")
     if version > COLLECTION_FORMAT_VERSION:
         raise CollectionFileError(path, f"was written by a newer dmh (collection format {version})")
+    generation = 0
+    if version >= 2:
+        generation = m.get("generation")
+        if (not isinstance(generation, int) or isinstance(generation, bool) or generation < 1
+                or m.get("data") != generation_folder(generation)):
+            raise CollectionFileError(path, "has no valid data generation (damaged manifest)")
     items = m.get("items")
     if not isinstance(items, list):
         raise CollectionFileError(path, "has no list of items (damaged manifest)")
@@ -92,7 +145,34 @@ def _read_manifest(path: Path) -> list[dict]:
         if it["id"] in seen:
             raise CollectionFileError(path, f"item id {it['id']} appears twice (damaged manifest)")
         seen.add(it["id"])
-    return items
+    return items, generation
+
+
+def _fsync_folder(folder: Path) -> None:
+    """The entries of ``folder`` (files renamed into it) on disk before the switch names it."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _clean_leftovers(root: Path, generation: int, keep_work: str | None = None) -> None:
+    """Under the collection's lock: remove the generations a killed add left (above ``generation``)
+    and those before the previous one; the data files at the top (generation 0) once they are that
+    old; and the work folders of other adds (``keep_work`` is this one's)."""
+    for entry in os.scandir(root):
+        m = _GEN_RE.match(entry.name)
+        if m and entry.is_dir(follow_symlinks=False):
+            n = int(m[1])
+            if n > generation or n < generation - 1:
+                shutil.rmtree(entry.path, ignore_errors=True)
+        elif _ADD_WORK_RE.match(entry.name) and entry.name != keep_work and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+    if generation >= 2:
+        for name in DATA_FILES.values():
+            (root / name).unlink(missing_ok=True)
 
 
 def _save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import io
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import CollectionError, CollectionFileError, UnknownItemError
+from ..errors import CollectionError, CollectionFileError, FileFormatError, UnknownItemError
 from ._codes import _open_stores
-from ._files import TARGETS, _check_complete, _Paths, _read_manifest
+from ._files import TARGETS, _check_complete, _Paths, _read_current
 from ._thumbs import _thumbnail
 
 MAX_QUERY_PIXELS = 50_000_000
@@ -22,6 +23,49 @@ def _index_matches(index, codes, ids) -> bool:
     if index.ntotal != ids.size or not np.array_equal(index.ids, ids):
         return False
     return bool(np.array_equal(index.codes, index._packed(codes, "codes")))
+
+
+def _signature(path: Path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def manifest_signature(path) -> tuple | None:
+    """What changes when the collection at ``path`` changes: its manifest is replaced (a new file)
+    by every add and rebuild."""
+    return _signature(Path(path) / "manifest.json")
+
+
+@dataclass
+class TextQuery:
+    """A text query as the collection reads it (:meth:`Collection.read_text`)."""
+
+    text: str
+    known_words: list[str]
+    unknown_words: list[str]
+    vocabulary_size: int | None  # None: the text features read any text (MiniLM)
+
+    @property
+    def readable(self) -> bool:
+        """False when a bag of words finds none of the query's words in its vocabulary."""
+        return self.vocabulary_size is None or bool(self.known_words)
+
+    def note(self) -> str | None:
+        """One line for the user: why there is no ranking, or which words were left out."""
+        if self.vocabulary_size is None:
+            return None
+        if not self.known_words and not self.unknown_words:
+            return "no ranking: the query has no word of two or more letters or digits"
+        if not self.known_words:
+            return (f"no ranking: none of the query's words is in the collection's vocabulary of "
+                    f"{self.vocabulary_size:,} words from its captions (unknown: {', '.join(self.unknown_words)})")
+        if self.unknown_words:
+            return (f"not in the collection's vocabulary, so left out: {', '.join(self.unknown_words)} "
+                    f"(searched for: {', '.join(self.known_words)})")
+        return None
 
 
 @dataclass
@@ -46,20 +90,34 @@ class Collection:
     (ties by smaller id), from the photos (``target="images"``) or the captions (``"texts"``).
     """
 
-    def __init__(self, path, *, backend: str = "auto"):
+    def __init__(self, path, *, backend: str = "auto", model=None):
+        self.path = Path(path)
+        _check_complete(self.path)
+        for attempt in range(3):
+            self.signature = manifest_signature(self.path)
+            try:
+                self._open(backend, model)
+                break
+            except (FileNotFoundError, FileFormatError):
+                # the generation read was replaced twice while it was being opened: read the new one
+                if attempt == 2 or manifest_signature(self.path) == self.signature:
+                    raise
+
+    def _open(self, backend, model):
         from ..base import load_model
         from ..index import HammingIndex, load_codes
 
-        self.path = Path(path)
-        _check_complete(self.path)
-        P = _Paths(self.path)
-        self.items = _read_manifest(P.manifest)
+        self.items, P, self.generation = _read_current(self.path)
         self._by_id = {int(it["id"]): it for it in self.items}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a missing extra is reported when a query needs it
-            self.model = load_model(P.model)
+        self.model_signature = _signature(P.model)
+        if model is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a missing extra is reported when a query needs it
+                model = load_model(P.model)
+        self.model = model
         if getattr(self.model, "featurizer_", None) is None:
             raise CollectionError(f"{P.model} does not record its featurizer; rebuild the collection")
+        self._analyzer = None
         stores = _open_stores(P)
         self.indexes, self._codes = {}, {}
         for target, modality in (("images", "image"), ("texts", "text")):
@@ -79,8 +137,8 @@ class Collection:
                 raise CollectionFileError(index_path, f"is a {index.n_bits}-bit index but the model gives "
                                           f"{self.n_bits} bits (damaged collection)")
             if not listed.all() or not _index_matches(index, codes, ids):
-                # an add interrupted before its manifest (written last) left codes of unlisted items,
-                # or the index disagrees with the codes: search only what the manifest lists
+                # a collection grown by an older dmh, interrupted before its manifest, holds codes of
+                # unlisted items; or the index disagrees with the codes: search only what is listed
                 codes, ids = codes[listed], ids[listed]
                 index = HammingIndex(self.n_bits, backend=backend)
                 if ids.size:
@@ -88,6 +146,21 @@ class Collection:
             self.indexes[target] = index
             self._codes[target] = dict(zip(ids.tolist(), range(ids.size), strict=True)), codes
         self.thumbs = P.thumbs
+
+    def reload(self) -> Collection:
+        """The collection as it is now on disk (a new object; this one is left as it was). The
+        model is shared when its file has not changed."""
+        same = _signature(_Paths(self.path).model) == self.model_signature
+        return Collection(self.path, backend=self._backend_name(), model=self.model if same else None)
+
+    def changed(self) -> bool:
+        """True when the collection on disk is no longer the state this object holds (an add or a
+        rebuild has switched its manifest since)."""
+        return manifest_signature(self.path) != self.signature
+
+    def _backend_name(self) -> str:
+        index = self.indexes["images"]
+        return getattr(index, "requested_backend", "auto")
 
     @property
     def n_bits(self) -> int:
@@ -120,19 +193,46 @@ class Collection:
 
     def _hits(self, codes, k, target, exclude=None) -> list[Hit]:
         index = self.indexes[target]
-        dist, ids = index.search(codes, min(k + (exclude is not None), index.ntotal))
-        out = []
-        for d, i in zip(dist[0].tolist(), ids[0].tolist(), strict=True):
-            if i < 0 or i == exclude:
-                continue
-            it = self._by_id[i]
-            out.append(Hit(i, it["name"], it["image"], it["caption"], int(d)))
-        return out[:k]
+        want = min(k + (exclude is not None), index.ntotal)
+        while True:
+            dist, ids = index.search(codes, want)
+            out = []
+            for d, i in zip(dist[0].tolist(), ids[0].tolist(), strict=True):
+                it = self._by_id.get(i)
+                if i < 0 or i == exclude or it is None:  # None: a code an add is writing (kept in Milvus)
+                    continue
+                out.append(Hit(i, it["name"], it["image"], it["caption"], int(d)))
+            n_total = index.ntotal
+            if len(out) >= k or want >= n_total:
+                return out[:k]
+            want = min(2 * want, n_total)
 
     def encode_text(self, text: str) -> np.ndarray:
         if not isinstance(text, str) or not text.strip():
             raise CollectionError("the text query is empty")
         return self.model.encode_raw(texts=[text])
+
+    def read_text(self, text: str) -> TextQuery:
+        """How the collection's text featurizer reads a query: with a bag of words, its words (runs
+        of two or more letters or digits, lower-cased, as the captions were read) split into those
+        of the vocabulary and the others; MiniLM reads any text, so no word is unknown to it."""
+        if not isinstance(text, str) or not text.strip():
+            raise CollectionError("the text query is empty")
+        spec = self.model.featurizer_.text
+        if spec is None or spec.get("model") != "bow":
+            return TextQuery(text, [], [], None)
+        if self._analyzer is None:
+            from sklearn.feature_extraction.text import CountVectorizer
+
+            from ..featurizer_spec import BOW_TOKEN_PATTERN
+
+            self._vocabulary = frozenset(spec["vocabulary"])
+            reader = CountVectorizer(lowercase=bool(spec.get("lowercase", True)),
+                                     token_pattern=spec.get("token_pattern", BOW_TOKEN_PATTERN))
+            self._analyzer = reader.build_analyzer()
+        words = list(dict.fromkeys(self._analyzer(text)))
+        return TextQuery(text, [w for w in words if w in self._vocabulary],
+                         [w for w in words if w not in self._vocabulary], len(self._vocabulary))
 
     def encode_image(self, image) -> np.ndarray:
         """Codes of one image: a path, a PIL image or the bytes of an image file."""
@@ -156,7 +256,11 @@ class Collection:
         return self.model.encode_raw(images=[image])
 
     def search_text(self, text: str, k: int = 10, target: str = "images") -> list[Hit]:
+        """Items matching ``text``, nearest first. With a bag of words, a query none of whose words
+        is in the vocabulary has no code to rank by: the answer is empty (:meth:`read_text` says why)."""
         self._check(k, target)
+        if not self.read_text(text).readable:
+            return []
         return self._hits(self.encode_text(text), k, target)
 
     def search_image(self, image, k: int = 10, target: str = "images") -> list[Hit]:
@@ -191,6 +295,8 @@ class Collection:
             raise UnknownItemError(f"item {item_id} has no photo")  # a 404 of the server
         dest = self.thumbs / f"{it['id']}.jpg"
         if not dest.is_file():
+            if self.changed():  # a rebuild may be reusing this id for another photo: write nothing
+                raise UnknownItemError(f"item {item_id}: the collection has changed; reload to see its thumbnail")
             try:
                 self.thumbs.mkdir(exist_ok=True)
                 _thumbnail(it["image"], dest)

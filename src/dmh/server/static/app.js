@@ -1,17 +1,43 @@
 // dmh search page: plain JavaScript, no external code. Talks to the JSON API of dmh.server.app.
+// A text search or "more like this" is kept in the page's address (/?q=...&target=...&k=... or
+// /?like=ID&...): it can be bookmarked, shared and reloaded, and Back returns to the previous one.
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
-  const results = $("results"), status = $("status"), preview = $("query-preview");
+  const results = $("results"), status = $("status"), preview = $("query-preview"), notice = $("notice");
   let lastUpload = null;
+
+  function go(params) {  // a new search: a new entry in the browser's history
+    const url = "/?" + new URLSearchParams(params).toString();
+    if (location.pathname + location.search !== url) history.pushState(null, "", url);
+  }
+
+  function fromAddress() {  // the search the address names (on load, Back and Forward)
+    const p = new URLSearchParams(location.search);
+    const target = p.get("target");
+    if (target === "images" || target === "texts") $("target").value = target;
+    if (p.get("k")) $("k").value = p.get("k");
+    const q = p.get("q"), like = p.get("like");
+    $("q").value = q || "";
+    if (q && q.trim()) return searchText(q.trim());
+    if (like) {
+      return call("/api/items/" + encodeURIComponent(like)).then((it) => {
+        if (it) similar(it.id, it.caption || it.name);
+      });
+    }
+    results.replaceChildren();
+    notice.hidden = true;
+    preview.hidden = true;
+    setStatus("");
+  }
 
   function options() {
     return "k=" + encodeURIComponent($("k").value || "20") + "&target=" + encodeURIComponent($("target").value);
   }
 
-  function setStatus(text, isError) {
+  function setStatus(text, kind) {
     status.textContent = text;
-    status.className = isError ? "error" : "";
+    status.className = kind === true ? "error" : (kind || "");
   }
 
   async function call(url, init) {
@@ -35,6 +61,14 @@
 
   function render(answer, label) {
     results.replaceChildren();
+    const unknown = answer.unknown_words || [];
+    notice.hidden = !(unknown.length && !answer.note);
+    notice.textContent = unknown.length ? "Not in this collection\u2019s vocabulary, so left out: " + unknown.join(", ") : "";
+    if (answer.note) {  // no word of the query is known: no ranking, and why
+      setStatus("No results for " + label + ": " + answer.note.replace(/^no ranking: /, ""), "note");
+      document.body.dataset.state = "done";
+      return;
+    }
     for (const r of answer.results) {
       const fig = document.createElement("figure");
       fig.className = "hit";
@@ -67,7 +101,10 @@
       more.className = "more";
       more.type = "button";
       more.textContent = "More like this";
-      more.addEventListener("click", () => similar(r.id, r.caption || r.name));
+      more.addEventListener("click", () => {
+        go({ like: r.id, target: $("target").value, k: $("k").value || "20" });
+        similar(r.id, r.caption || r.name);
+      });
       meta.append(dist, more);
       cap.append(text, meta);
       fig.appendChild(cap);
@@ -90,6 +127,7 @@
     if (!file) return;
     if (!file.type.startsWith("image/")) { setStatus("That file is not an image.", true); return; }
     lastUpload = file;
+    go({});  // an upload cannot live in the address: Back returns to the search before it
     document.body.dataset.state = "busy";
     preview.replaceChildren();
     const img = document.createElement("img");
@@ -113,8 +151,11 @@
   $("text-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const q = $("q").value.trim();
-    if (q) searchText(q);
+    if (!q) return;
+    go({ q: q, target: $("target").value, k: $("k").value || "20" });
+    searchText(q);
   });
+  window.addEventListener("popstate", fromAddress);
   $("file").addEventListener("change", (ev) => searchImage(ev.target.files[0]));
   const drop = $("drop");
   ["dragenter", "dragover"].forEach((t) => drop.addEventListener(t, (ev) => { ev.preventDefault(); drop.classList.add("over"); }));
@@ -130,5 +171,6 @@
     $("k").max = info.limits.max_k;
     $("q").maxLength = info.limits.max_query_chars;
     document.body.dataset.ready = "1";
+    fromAddress();
   });
 })();

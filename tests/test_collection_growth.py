@@ -1,0 +1,278 @@
+"""Growing a collection safely: one writer at a time (an OS lock naming its holder), adds that are
+all or nothing (killed at any step, the collection is the old one and a rerun completes), the
+generations of the data files, and a server that follows the adds without showing a half state."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dmh.collection import Collection, add_to_collection
+from dmh.collection._files import _read_current
+from dmh.datasets.shapes import make_shapes
+from dmh.errors import OutputError
+
+#: runs ``dmh add`` in a child process whose add stops at step STEP: killed there (SIGKILL) or
+#: held there for SECONDS (to make two adds or an add and queries overlap)
+CHILD = r"""
+import os, signal, sys, time
+import dmh.collection._build as build
+step, action = sys.argv[1], sys.argv[2]
+def checkpoint(name):
+    if name == step:
+        if action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(float(action))
+build._checkpoint = checkpoint
+from dmh.cli import main
+sys.exit(main(["add", *sys.argv[3:], "--no-progress"]))
+"""
+
+
+def _child(step: str, action: str, *args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", CHILD, step, action, *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _copy(shapes_collection, dest: Path) -> Path:
+    shutil.copytree(shapes_collection, dest)
+    return dest
+
+
+def _more(root: Path, n: int, seed: int) -> tuple[Path, Path]:
+    """``n`` new shape photos, each with a caption (names prefixed so that batches never clash)."""
+    photos, captions = make_shapes(root, n, caption_ratio=1.0, extra_captions=0, seed=seed)
+    lines = captions.read_text().splitlines()
+    for p in photos.glob("*.png"):
+        p.rename(p.with_name(f"s{seed}-{p.name}"))
+    captions.write_text("\n".join([lines[0]] + [f"s{seed}-{line}" for line in lines[1:]]) + "\n")
+    return photos, captions
+
+
+def check_consistent(path: Path) -> list[dict]:
+    """Every data file of the current generation agrees with the manifest, and the indexes with the
+    codes (nothing for a reader to cut back). Returns the items."""
+    from dmh.collection import _load_features
+    from dmh.collection._search import _index_matches
+    from dmh.index import HammingIndex, load_codes
+
+    items, P, generation = _read_current(path)
+    ids = [it["id"] for it in items]
+    assert ids == list(range(len(ids)))
+    _, _, feature_ids = _load_features(P.features)
+    assert feature_ids.tolist() == ids
+    for modality, has in (("image", lambda it: bool(it["image"]) and not it.get("error")),
+                          ("text", lambda it: bool(it["caption"]))):
+        codes, cids = load_codes(getattr(P, f"{modality}_codes"))
+        assert cids.tolist() == [it["id"] for it in items if has(it)], modality
+        assert _index_matches(HammingIndex.load(getattr(P, f"{modality}_index")), codes, cids), modality
+    for it in items:
+        if it["image"]:
+            assert (path / "thumbs" / f"{it['id']}.jpg").is_file()
+    col = Collection(path)
+    assert [it["id"] for it in col.items] == ids and col.generation == generation
+    return items
+
+
+def test_two_adds_at_once_keep_every_item(shapes_collection, tmp_path):
+    """Two ``dmh add`` processes started together: the second waits for the first's lock (each
+    holds 2 s inside its add, so without the lock both would read the same old manifest)."""
+    col = _copy(shapes_collection, tmp_path / "col")
+    n0 = len(Collection(col).items)
+    batches = [_more(tmp_path / f"more{s}", 5, seed=s) for s in (1, 2)]
+    procs = [_child("features", "2", col, photos, captions) for photos, captions in batches]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all("added 5 item(s)" in err for _, err in outs)
+    assert sum("waiting up to 600 s for the collection" in err for _, err in outs) == 1
+    items = check_consistent(col)
+    assert len(items) == n0 + 10
+    names = {it["name"] for it in items}
+    assert all(f"s{s}-shape-{i:04d}" in names for s in (1, 2) for i in range(5))
+
+
+def test_a_held_collection_is_refused_in_one_line_naming_the_holder(shapes_collection, tmp_path, capsys):
+    from dmh.cli import main
+    from dmh.collection._build import _writer_lock
+
+    col = _copy(shapes_collection, tmp_path / "col")
+    photos, captions = _more(tmp_path / "more", 2, seed=3)
+    before = (col / "manifest.json").read_bytes()
+    with _writer_lock(col, 0, None):
+        assert main(["add", str(col), str(photos), str(captions), "--wait", "0", "--no-progress"]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(err) == 1 and err[0].startswith("Error: cannot write ") and str(col) in err[0]
+        assert f"being written by another dmh run (pid {os.getpid()} on " in err[0]
+        assert main(["build", str(photos), str(captions), "-o", str(col), "--method", "cvh", "--bits", "16",
+                     "--image-model", "pixels-16", "--no-progress", "--wait", "0.2", "--restart"]) == 2
+        assert "still being written by another dmh run after 0.2 s" in capsys.readouterr().err
+        with pytest.raises(OutputError, match="collection is being written"):
+            add_to_collection(col, photos, captions, wait=0, progress=False, log=lambda m: None)
+    assert (col / "manifest.json").read_bytes() == before
+    assert add_to_collection(col, photos, captions, wait=0, progress=False, log=lambda m: None) == 2
+
+
+#: after the features (work chunks only), mid-generation (its features file only), with the new
+#: generation whole but not switched to, and after the switch (before the cleanup)
+STEPS = ["features", "features-saved", "thumbs", "switched"]
+
+
+def test_an_add_killed_at_any_step_leaves_the_old_collection_and_a_rerun_completes(shapes_collection, tmp_path):
+    """SIGKILL at each step of an add (children run in parallel, one copy each): the collection
+    opens, consistent, as the old state (or, killed after the switch, the new one); rerunning the
+    add finishes it and removes what the killed one left."""
+    old = [it["id"] for it in Collection(shapes_collection).items]
+    photos, captions = _more(tmp_path / "more", 6, seed=4)
+    cols = {step: _copy(shapes_collection, tmp_path / step) for step in STEPS}
+    procs = {step: _child(step, "kill", cols[step], photos, captions) for step in STEPS}
+    for step, p in procs.items():
+        p.communicate(timeout=120)
+        assert p.returncode == -9, step
+    for step, col in cols.items():
+        items = check_consistent(col)
+        assert len(items) == len(old) + (6 if step == "switched" else 0), step
+        if step != "switched":  # the features computed so far are kept for the rerun
+            assert list(col.glob(".add-*/images-*.npz")), step
+        logs = []
+        n = add_to_collection(col, photos, captions, progress=False, log=logs.append)
+        assert n == (0 if step == "switched" else 6), (step, logs)
+        items = check_consistent(col)
+        assert len(items) == len(old) + 6 and not list(col.glob(".add-*")), step
+        assert sorted(p.name for p in col.glob("gen-*")) == ["gen-000001"], step
+        assert (col / "manifest.json").stat().st_size > 0 and json.loads((col / "manifest.json").read_text())[
+            "data"] == "gen-000001"
+
+
+def test_a_rerun_reuses_the_features_of_a_killed_add(shapes_collection, tmp_path, monkeypatch):
+    import dmh.featurize as features
+
+    col = _copy(shapes_collection, tmp_path / "col")
+    photos, captions = _more(tmp_path / "more", 4, seed=5)
+    p = _child("features", "kill", col, photos, captions)
+    p.communicate(timeout=120)
+    assert p.returncode == -9
+    monkeypatch.setattr(features, "image_features", lambda *a, **k: pytest.fail("features computed again"))
+    assert add_to_collection(col, photos, captions, progress=False, log=lambda m: None) == 4
+    check_consistent(col)
+
+
+def test_generations_and_old_collections(shapes_collection, tmp_path):
+    """A built collection (format 1, data files at the top) grows into gen-000001, gen-000002...;
+    each writer keeps the current and the previous generation only. Codes of unlisted items that an
+    older dmh's interrupted add left at the top are cut back."""
+    from dmh.index import load_codes, save_codes
+
+    col = _copy(shapes_collection, tmp_path / "col")
+    assert json.loads((col / "manifest.json").read_text())["format_version"] == 1
+    codes, ids = load_codes(col / "image_codes.npz")
+    save_codes(col / "image_codes.npz", np.concatenate([codes, codes[:2]]), np.concatenate([ids, [900, 901]]),
+               modality="image")
+    for seed in (6, 7, 8):
+        photos, captions = _more(tmp_path / f"more{seed}", 2, seed=seed)
+        assert add_to_collection(col, photos, captions, progress=False, log=lambda m: None) == 2
+        items = check_consistent(col)
+        generation = seed - 5
+        manifest = json.loads((col / "manifest.json").read_text())
+        assert manifest["format_version"] == 2 and manifest["generation"] == generation
+        kept = sorted(p.name for p in col.glob("gen-*"))
+        assert kept == [f"gen-{g:06d}" for g in range(max(1, generation - 1), generation + 1)]
+        assert (col / "image_codes.npz").exists() == (generation == 1)  # generation 0 is kept while previous
+    assert len(items) == 52 + 6 and 900 not in [it["id"] for it in items]
+    # a rebuild (--restart) removes every generation
+    from .conftest import build_shapes_collection
+
+    shutil.rmtree(tmp_path / "photos", ignore_errors=True)
+    build_shapes_collection(tmp_path, n=24, restart=True)
+    assert not list(col.glob("gen-*")) and json.loads((col / "manifest.json").read_text())["format_version"] == 1
+
+
+def test_a_damaged_generation_pointer_is_one_line(shapes_collection, tmp_path):
+    from dmh.errors import CollectionFileError
+
+    col = _copy(shapes_collection, tmp_path / "col")
+    photos, captions = _more(tmp_path / "more", 2, seed=9)
+    add_to_collection(col, photos, captions, progress=False, log=lambda m: None)
+    shutil.rmtree(col / "gen-000001")
+    with pytest.raises(CollectionFileError, match="names the data folder gen-000001, which is missing"):
+        Collection(col)
+    m = json.loads((col / "manifest.json").read_text())
+    m["data"] = "../elsewhere"
+    (col / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(CollectionFileError, match="no valid data generation"):
+        Collection(col)
+
+
+def test_the_server_follows_an_add_and_answers_old_or_new(shapes_collection, tmp_path):
+    """Queries keep arriving while an add runs (held 1 s at three of its steps): every answer is
+    the old state's or the new state's, and the new items are served once the add has finished,
+    without a restart."""
+    pytest.importorskip("starlette", reason="the serve extra is not installed")
+    import urllib.request
+
+    from dmh.server import BackgroundServer, create_app
+
+    col = _copy(shapes_collection, tmp_path / "col")
+    photos, captions = _more(tmp_path / "more", 6, seed=10)
+    queries = ["/api/search?q=a+red+circle+on+the+left&k=40&target=texts", "/api/similar/3?k=40",
+               "/api/search?q=a+blue+square&k=30"]
+
+    def state(c: Collection):
+        answers = []
+        for q in queries:
+            if "similar" in q:
+                hits = c.similar(3, 40)
+            else:
+                text = q.split("q=")[1].split("&")[0].replace("+", " ")
+                hits = c.search_text(text, int(q.split("k=")[1].split("&")[0]),
+                                     "texts" if "texts" in q else "images")
+            answers.append([(h.id, h.distance) for h in hits])
+        return len(c.items), answers
+
+    old = state(Collection(col))
+    seen, errors, stop = [[], []], [], threading.Event()
+    app = create_app(col)
+    with BackgroundServer(app) as srv:
+        def client(record):
+            while not stop.is_set():
+                try:  # each answer: (request number, the state it matches)
+                    with urllib.request.urlopen(srv.url + "/api/info", timeout=30) as r:
+                        record.append((0, json.loads(r.read())["collection"]["items"]))
+                    for i, q in enumerate(queries, start=1):
+                        with urllib.request.urlopen(srv.url + q, timeout=30) as r:
+                            record.append((i, [(x["id"], x["distance"]) for x in json.loads(r.read())["results"]]))
+                except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
+                    errors.append(repr(exc))
+
+        threads = [threading.Thread(target=client, args=(record,)) for record in seen]
+        for t in threads:
+            t.start()
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD.replace("if name == step:", "if name in step.split(','):"),
+             "features,codes,thumbs", "1", col, photos, captions],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = child.communicate(timeout=120)
+        assert child.returncode == 0, out
+        new = state(Collection(col))
+        t0 = time.monotonic()
+        while not all(r and r[-1] == (0, new[0]) for r in seen) and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    assert not errors, errors[:3]
+    assert new[0] == old[0] + 6 and all(a != b for a, b in zip(old[1], new[1], strict=True))
+    states = [{0: old[0], **dict(enumerate(old[1], start=1))}, {0: new[0], **dict(enumerate(new[1], start=1))}]
+    for record in seen:
+        assert sum(1 for i, v in record if i == 0 and v == old[0]) >= 3  # queries ran during the add
+        which = [next(s for s, state_ in enumerate(states) if state_[i] == v) for i, v in record]  # old or new
+        assert which == sorted(which) and which[-1] == 1  # never back to the old state; ends on the new
+    assert app.state.live.reloads >= 1
