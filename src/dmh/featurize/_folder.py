@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 
 from .._atomic import atomic_write_text
+from .._featurizers.extras import TEXT_FEATURES, UnreadableImageWarning
+from .._featurizers.images import EfficientNetLite0Encoder, _encoder_name, image_features
+from .._featurizers.texts import bow_features, sentence_features
 from ..data import CrossModalData
 from ..errors import DataError, DataFileError, ParameterError
-from ._extras import TEXT_FEATURES, UnreadableImageWarning
-from ._images import EfficientNetLite0Encoder, _encoder_name, image_features
+from ..featurizer_spec import FEATURIZER_KEY, FeaturizerSpec
 from ._inputs import find_images, read_texts
-from ._texts import bow_features, sentence_features
 
 
 @dataclass
@@ -247,7 +248,6 @@ def write_featurized(data: CrossModalData, report: FeaturizeReport, output) -> t
     The featurizer settings (:class:`dmh.featurizer_spec.FeaturizerSpec`) go into both (``.npz``
     key ``__featurizer__``, JSON entry ``featurizer``), so a model fitted on the file can featurize
     raw inputs. Both atomically. Returns the two paths."""
-    from ..featurizer_spec import FEATURIZER_KEY, FeaturizerSpec
     from ..io import save_data
 
     output = Path(output)

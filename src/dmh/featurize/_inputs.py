@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from .._featurizers.extras import _pil
 from ..errors import DataError, DataFileError, ParameterError
-from ._extras import _pil
 
 
 def _delimiter(path: Path, sample: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, ParameterError
-from ._extras import TEXT_EXTRA, MissingExtraError, _require
+from .extras import TEXT_EXTRA, MissingExtraError, _require
 
 
 def bow_features(texts, *, vocabulary_size: int = 2000) -> tuple[np.ndarray, list[str]]:
