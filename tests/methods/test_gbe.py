@@ -152,7 +152,7 @@ def test_sampled_solver_is_exact_when_the_draws_cover_every_pair(kind):
     S = gbe.PairSimilarity(Y, kind, perplexity=3.0)
     Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=4, chunk_size=7, perplexity=3.0)
     if kind == "perplexity":  # the neighbours are P's nonzeros, a different number per row
-        deg = (S.cache > 0).sum(1)
+        deg = (S.block(0, n) > 0).sum(1)
         assert Ss.degree.tolist() == deg.tolist() and int(deg.max()) < n - 1 and int(deg.min()) < int(deg.max())
         assert Ss.plogp == pytest.approx(S.plogp, rel=1e-12)
     J = torch.arange(n).repeat(-(-n // 11), 1)
@@ -168,7 +168,7 @@ def test_neighbour_lookup_by_bitmap_and_by_sorted_keys_is_p_pattern(monkeypatch)
     # sorted keys: both give P's pattern, pair by pair
     n = 41
     Y, _, _ = _setup(n=n)
-    want = torch.as_tensor(gbe.PairSimilarity(Y, "perplexity", perplexity=3.0).cache > 0)
+    want = gbe.PairSimilarity(Y, "perplexity", perplexity=3.0).block(0, n) > 0
     key = torch.arange(n)[:, None] * n + torch.arange(n)[None, :]
     by_bits = gbe.SampledSimilarity(Y, "perplexity", perplexity=3.0)
     assert by_bits.bitmap is not None and by_bits.keys is None
@@ -294,3 +294,52 @@ def test_cuda_matches_cpu(solver, kind):
     a = gbe.fit_gbe(Y, 8, device="cpu", **kw)
     b = gbe.fit_gbe(Y, 8, device="cuda", **kw)
     np.testing.assert_allclose(b.relaxed, a.relaxed, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dof,scale", [(1.0, 1.0), (3.0, 2.0)])
+def test_sparse_p_is_read_at_its_nonzeros_and_the_gradient_is_exact(weighted, dof, scale):
+    """The calibrated P is kept as its nonzeros (no n x n matrix); the step reads it there and
+    gives the loss and gradient of the dense formula (autograd), weights applied and renormalised."""
+    n = 45
+    Y, H, _ = _setup(n=n)
+    a = np.linspace(0.3, 1.0, n) if weighted else None
+    S = gbe.PairSimilarity(Y, "perplexity", perplexity=4.0, weights=a, chunk_size=7)
+    assert S.cache is None
+    P = S.block(0, n)
+    want = torch.as_tensor(gbe.perplexity_similarity(Y.numpy(), 4.0).toarray())
+    if weighted:
+        want = want * torch.as_tensor(a)[:, None] * torch.as_tensor(a)[None, :]
+    torch.testing.assert_close(P, want / want.sum(), rtol=1e-12, atol=1e-15)
+    Hr = H.clone().requires_grad_()
+    ref = gbe.gbe_loss_dense(Hr, P, gamma=0.3, kernel_dof=dof, kernel_scale=scale)
+    ref.backward()
+    loss, grad = gbe.gbe_loss_and_grad(H, S, gamma=0.3, chunk_size=7, kernel_dof=dof, kernel_scale=scale)
+    assert loss == pytest.approx(float(ref), rel=1e-12)
+    torch.testing.assert_close(grad, Hr.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_cosine_schedule_decays_the_step_and_settles():
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(3, 10))[np.repeat(np.arange(3), 20)] * 3 + rng.normal(size=(60, 10))
+    steps = []
+
+    class Spy(torch.optim.Adam):
+        def step(self, closure=None):
+            steps.append(self.param_groups[0]["lr"])
+            return super().step(closure)
+
+    real = torch.optim.Adam
+    try:
+        torch.optim.Adam = Spy
+        a = gbe.fit_gbe(Y, 8, similarity="perplexity", perplexity=5.0, lr=0.5, max_iter=40, tol=0.0,
+                        rng=1, dtype=torch.float64, schedule="cosine")
+    finally:
+        torch.optim.Adam = real
+    assert steps[0] == pytest.approx(0.5) and all(x > y for x, y in zip(steps, steps[1:], strict=False))
+    assert steps[-1] < 0.01
+    b = gbe.fit_gbe(Y, 8, similarity="perplexity", perplexity=5.0, lr=0.5, max_iter=40, tol=0.0,
+                    rng=1, dtype=torch.float64, schedule="cosine")
+    assert np.array_equal(a.codes, b.codes) and a.loss[-1][1] < a.loss[0][1]
+    with pytest.raises(ValueError, match="gbe_schedule must be"):
+        gbe.fit_gbe(Y, 8, schedule="linear")

@@ -125,7 +125,12 @@ def perplexity_similarity(Y: np.ndarray, perplexity: float = 30.0, n_steps: int 
 
 
 class PairSimilarity:
-    """``S^Y`` of Eq. 7 as a blockwise operator over ordered pairs i != j (diagonal is zero)."""
+    """``S^Y`` of Eq. 7 as a blockwise operator over ordered pairs i != j (diagonal is zero).
+
+    For ``kind="perplexity"`` P is sparse (each object's ``3 * perplexity`` nearest neighbours,
+    symmetrised): it is kept as its nonzeros in CSR order (``indptr``, ``ecol``, ``eval``; the
+    weights applied and normalised) and :func:`gbe_loss_and_grad` reads it there, so no n x n
+    matrix of it is ever formed (``cache`` is None; :meth:`block` gives dense rows on request)."""
 
     def __init__(self, Y: torch.Tensor, kind: str = "clip", chunk_size: int = 1024,
                  cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0, weights: np.ndarray | None = None):
@@ -140,8 +145,11 @@ class PairSimilarity:
         self.n = n
         self.shift = 0.0
         self.sparse = None
+        self.cache = None
         if kind == "perplexity":
-            self.sparse = perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type)
+            self._from_sparse(perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type),
+                              weights)
+            return
         if kind == "shift":
             m = math.inf
             for s, e in self._blocks():
@@ -161,7 +169,6 @@ class PairSimilarity:
         if not total > 0:
             raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
         self.total = total
-        self.cache = None
         if n * n * Y.element_size() <= cache_bytes:
             self.cache = torch.empty((n, n), dtype=Y.dtype, device=Y.device)
             for s, e in self._blocks():
@@ -171,6 +178,29 @@ class PairSimilarity:
             pos = P > 0
             plogp += float((P[pos] * torch.log(P[pos])).sum(dtype=torch.float64))
         self.plogp = plogp
+
+    def _from_sparse(self, P, weights):
+        """Keep the sparse P (scipy CSR, zero diagonal) as its nonzeros, weighted and renormalised."""
+        P = P.tocsr()
+        P.sort_indices()
+        rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(P.indptr))
+        vals = np.asarray(P.data, dtype=np.float64)
+        if weights is not None:
+            w = np.asarray(weights, dtype=np.float64)
+            vals = vals * w[rows] * w[P.indices]
+        total = float(vals.sum())
+        if not total > 0:
+            raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
+        vals = vals / total
+        pos = vals > 0
+        self.sparse = P
+        self.total = 1.0
+        self.plogp = float((vals[pos] * np.log(vals[pos])).sum())
+        dev = self.Y.device
+        self.indptr = P.indptr.astype(np.int64)
+        self.erow = torch.as_tensor(rows, device=dev)
+        self.ecol = torch.as_tensor(P.indices.astype(np.int64), device=dev)
+        self.eval = torch.as_tensor(vals, dtype=self.Y.dtype, device=dev)
 
     def _blocks(self):
         for s in range(0, self.n, self.chunk):
@@ -183,9 +213,6 @@ class PairSimilarity:
         return G
 
     def _raw(self, s, e):
-        if self.sparse is not None:
-            return self._weighted(torch.as_tensor(self.sparse[s:e].toarray(), dtype=self.Y.dtype, device=self.Y.device),
-                                  s, e)
         G = self.Y[s:e] @ self.Y.T
         if self.kind == "clip":
             G.clamp_(min=0.0)
@@ -201,7 +228,18 @@ class PairSimilarity:
             return B
         return B * self.a[s:e, None] * self.a[None, :]
 
+    def nonzeros(self, s, e):
+        """The sparse P's nonzeros in rows ``s:e``: (rows relative to ``s``, columns, values)."""
+        a, z = int(self.indptr[s]), int(self.indptr[e])
+        return self.erow[a:z] - s, self.ecol[a:z], self.eval[a:z]
+
     def block(self, s, e) -> torch.Tensor:
+        """Rows ``s:e`` of ``S^Y`` as a dense (e - s) x n tensor."""
+        if self.sparse is not None:
+            r, c, v = self.nonzeros(s, e)
+            B = torch.zeros((e - s, self.n), dtype=self.Y.dtype, device=self.Y.device)
+            B[r, c] = v
+            return B
         if self.cache is not None:
             return self.cache[s:e]
         return self._raw(s, e) / self.total
@@ -243,20 +281,36 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
     cross = 0.0  # sum p log K
     g_att = torch.empty_like(H)
     g_rep = torch.empty_like(H)
+    H1 = torch.cat([H, torch.ones_like(H[:, :1])], 1) if S.sparse is not None else None
     for s in range(0, n, chunk_size):
         e = min(s + chunk_size, n)
         # K = 1 / (1 + |h_i - h_j|^2 / 4), diagonal zero
         W = torch.addmm(sq[None, :], H[s:e], H.T, beta=1.0, alpha=-2.0)
         W.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25 / (kernel_scale * a)).add_(1.0).reciprocal_()
-        P = S.block(s, e)
-        if with_loss:  # before the diagonal is zeroed (K_ii = 1 there, and P_ii = 0)
-            cross += power * float((P * torch.log(W)).sum(dtype=torch.float64))
+        if S.sparse is not None:  # P's nonzeros only: w_ij gathered there (P_ii = 0)
+            r, col, p = S.nonzeros(s, e)
+            wv = W.view(-1)[r * n + col]
+            if with_loss:
+                cross += power * float((p * torch.log(wv)).sum(dtype=torch.float64))
+        else:
+            P = S.block(s, e)
+            if with_loss:  # before the diagonal is zeroed (K_ii = 1 there, and P_ii = 0)
+                cross += power * float((P * torch.log(W)).sum(dtype=torch.float64))
         idx = torch.arange(s, e, device=W.device)
         W[idx - s, idx] = 0.0
         K = W if a == 1.0 else W.pow(power)
-        Zq += float(K.sum(dtype=torch.float64))
-        A = P * W
-        g_att[s:e] = A.sum(1, keepdim=True) * H[s:e] - A @ H
+        if S.sparse is not None:  # row sums in K's precision, then float64 (no float64 copy of K)
+            Zq += float(K.sum(1).sum(dtype=torch.float64))
+        else:
+            Zq += float(K.sum(dtype=torch.float64))
+        if S.sparse is not None:
+            # sum_j A_ij (h_i - h_j) = (A 1)_i h_i - (A H)_i, both from one sparse product with [H 1]
+            crow = torch.as_tensor(S.indptr[s:e + 1] - S.indptr[s], device=H.device)
+            o = _csr(crow, col, p * wv, size=(e - s, n)) @ H1
+            g_att[s:e] = o[:, -1:] * H[s:e] - o[:, :-1]
+        else:
+            A = P * W
+            g_att[s:e] = A.sum(1, keepdim=True) * H[s:e] - A @ H
         K.mul_(W)  # K w (for a = 1: w^2, in place)
         g_rep[s:e] = K.sum(1, keepdim=True) * H[s:e] - K @ H
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
@@ -646,13 +700,17 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
             n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
             kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
-            object_weights: np.ndarray | None = None, kernel_dof: float = 1.0) -> GBEResult:
+            object_weights: np.ndarray | None = None, kernel_dof: float = 1.0,
+            schedule: str = "constant") -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
-    change with n). The loss is evaluated every ``check_every`` iterations (``loss`` holds
-    ``(iteration, value)`` pairs); it stops when it changes by less than ``tol`` (relative) between
-    two evaluations.
+    change with n), of size ``lr`` throughout (``schedule="constant"``) or decaying from ``lr`` to
+    zero over ``max_iter`` steps along a half cosine (``"cosine"``: large steps while the codes
+    are far from a solution, small ones as they settle, so the loss settles within the budget).
+    The loss is evaluated every ``check_every`` iterations (``loss`` holds ``(iteration, value)``
+    pairs); it stops when it changes by less than ``tol`` (relative) between two evaluations, and
+    warns (:class:`~sklearn.exceptions.ConvergenceWarning`) when ``max_iter`` ends it first.
 
     ``solver="exact"`` computes the full gradient over all n^2 pairs at every step;
     ``"approx"`` uses :func:`gbe_loss_and_grad_sampled` (``n_neighbors`` exact neighbours of S^Y,
@@ -671,6 +729,8 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     """
     if solver not in ("auto", "exact", "approx"):
         raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
+    if schedule not in ("constant", "cosine"):
+        raise ParameterError(f"gbe_schedule must be 'constant' or 'cosine', got {schedule!r}")
     plain_loss = (kernel_scale == 1.0 and kernel_dof == 1.0 and not balance and not decorrelation
                   and object_weights is None)
     if solver == "auto":
@@ -726,6 +786,8 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
                 break
         opt.zero_grad(set_to_none=False)
         H.grad = grad
+        if schedule == "cosine":
+            opt.param_groups[0]["lr"] = lr * 0.5 * (1.0 + math.cos(math.pi * (it - 1) / max_iter))
         opt.step()
     if not converged and max_iter >= 10:
         warnings.warn(f"GBE stopped at max_iter={max_iter} before its loss settled (tol {tol:g})",
