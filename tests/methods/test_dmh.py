@@ -423,3 +423,24 @@ def test_gamma_scaling_bits_weighs_the_quantization_by_16_over_the_code_length(s
     assert seen == [0.03, 0.03]
     with pytest.raises(ParameterError, match="gamma_scaling must be one of"):
         DMH(16, gamma_scaling="n_bits").check_hyperparameters(16)
+
+
+def test_presets_give_gbe_its_budget_and_the_paper_keys_stay():
+    """The paper preset keeps GBE's constant step (0.05, 150 steps, tol 1e-5) and CLE's direct
+    form; the options added for the default preset are left out of the paper preset's cell keys."""
+    from dmh.evaluation import full_params
+
+    paper = DMH(16, preset="paper")
+    assert paper._gbe_budget(warm=False) == (0.05, 150) == paper._gbe_budget(warm=True)
+    assert paper._opt("gbe_tol") == 1e-5 and paper._opt("gbe_schedule") == "constant"
+    assert paper._opt("cle_gram") is False
+    default = DMH(16)
+    assert default._gbe_budget(warm=False) == (0.5, 80) and default._gbe_budget(warm=True) == (0.2, 60)
+    assert DMH(16, gbe_lr=0.1, gbe_max_iter=40)._gbe_budget(warm=True) == (pytest.approx(0.04), 30)
+    keys = full_params("dmh", {"preset": "paper"})
+    assert {"gbe_schedule", "cle_gram", "dam_agree_target"}.isdisjoint(keys)
+    assert (keys["gbe_lr"], keys["gbe_max_iter"], keys["gbe_tol"]) == (0.05, 150, 1e-5)
+    with pytest.raises(ValueError, match="gbe_schedule"):
+        DMH(16, gbe_schedule="linear")._check_params()
+    with pytest.raises(ValueError, match="cle_gram"):
+        DMH(16, cle_gram="yes")._check_params()

@@ -23,7 +23,7 @@ def test_paper_preset_keeps_the_paper_behaviour(toy_data):
     assert {k: PRESETS["paper"][k] for k in PAPER_UNPAIRED} == PAPER_UNPAIRED
     semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
     a = DMH(8, random_state=3, preset="paper", **TINY).fit(semi)
-    b = DMH(8, random_state=3, preset="default", **TINY, **PRESETS["paper"]).fit(semi)
+    b = DMH(8, random_state=3, preset="default", **{**PRESETS["paper"], **TINY}).fit(semi)
     for x, y in zip(_codes(a, toy_data), _codes(b, toy_data), strict=True):
         assert np.array_equal(x, y)
 

@@ -325,7 +325,8 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
               progress=None, device: str = "cpu", tol: float | None = None, holdout: float = 0.1,
               val_history: list | None = None, weight_decay: float = 0.0, agreement: list | None = None,
-              agree_tol: float | None = None, agree_ref: float | None = None) -> tuple[list, torch.optim.Optimizer]:
+              agree_tol: float | None = None, agree_ref: float | None = None,
+              agree_target: float | None = None) -> tuple[list, torch.optim.Optimizer]:
     """Fit Eq. 12 for one network by mini-batch Adam (fused kernel; L2 ``weight_decay``, 0 = the paper);
     returns the mean loss of each epoch.
 
@@ -386,6 +387,8 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
         fracs.append(float(agree) / max(1, n * Ht.shape[1]))
         if agreement is not None:
             agreement.append(fracs[-1])
+        if agree_target is not None and fracs[-1] >= agree_target:
+            break
         if agree_tol is not None:
             if len(fracs) == 1:
                 stop = agree_ref is not None and fracs[-1] >= agree_ref - agree_tol

@@ -34,12 +34,21 @@ PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                   dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64", unpaired_weight=1.0,
                   unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature",
-                  gamma_scaling="none"),
+                  gamma_scaling="none", gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant",
+                  cle_gram=False),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                     dam_weight_decay=0.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto", unpaired_weight=1.0,
                     unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto",
-                    gamma_scaling="none"),
+                    gamma_scaling="none", gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine",
+                    cle_gram=True),
 }
+
+#: GBE's later rounds under ``gbe_schedule="cosine"`` start from the previous round's relaxed codes,
+#: near a solution: their first step is this share of ``gbe_lr`` and their budget this share of
+#: ``gbe_max_iter`` (docs/speed.md: the loss the constant schedule reached in 150 steps, with as few
+#: bits changed from the previous round's codes)
+GBE_WARM_LR = 0.4
+GBE_WARM_STEPS = 0.75
 
 
 class DMH(BaseHasher):
@@ -85,6 +94,9 @@ class DMH(BaseHasher):
         ``None``: the preset's.
     dam_agree_tol : float [0.001]
         Tolerance of ``dam_stop="agreement"``, as a fraction of the target bits.
+    dam_agree_target : float or None
+        A network's training in a round also stops after the first pass whose bit agreement with
+        GBE's codes (on its training batches) reaches this level (``None``: no such stop).
     dam_lean : bool or None
         Train with cheaper kernels for the same networks: txtNet's first layer skips the gradient
         of the raw text input (only the pooled channels' is needed; autograd computed and dropped a
@@ -120,8 +132,22 @@ class DMH(BaseHasher):
     gbe_init : {"pca", "projection", "random"}
         Initial relaxed codes of the first round; later rounds warm-start from the previous one
         (see :func:`dmh.methods.gbe.init_codes` and docs/method.md).
-    cle_max_iter, cle_tol, gbe_max_iter, gbe_tol, gbe_lr, neighbour_pool, w_reg, chunk_size
+    cle_max_iter, cle_tol, neighbour_pool, w_reg, chunk_size
         Solver settings.
+    gbe_lr, gbe_max_iter, gbe_tol : float, int, float or None
+        GBE's Adam step on the relaxed codes, its most steps and the relative change of the loss
+        (checked every 10 steps) at which it stops; ``None``: the preset's (``"paper"``: 0.05, 150,
+        1e-5; ``"default"``: 0.5, 80, 5e-4).
+    gbe_schedule : {"constant", "cosine"} or None
+        GBE's step size: ``gbe_lr`` throughout (the paper preset) or decaying from ``gbe_lr`` to zero
+        over ``gbe_max_iter`` steps along a half cosine (the default preset), where the rounds that
+        warm-start from the previous round's codes begin at :data:`GBE_WARM_LR` of the step and get
+        :data:`GBE_WARM_STEPS` of the budget (docs/method.md). ``None``: the preset's.
+    cle_gram : bool or None
+        Hold a CLE view with more features than objects (the networks' 4096-d features from the
+        second round on) by its Gram matrix: the same iterates up to rounding, a fraction of the
+        work (:mod:`dmh.methods.cle_gram`). ``None``: the preset's (off in ``"paper"``, whose codes
+        stay bit for bit).
     gbe_solver : {"auto", "exact", "approx"}
         GBE's gradient over all n^2 pairs (``"exact"``) or its O(n k) estimate from each object's
         nearest neighbours of S^Y (for ``similarity="perplexity"`` the nonzeros of P) plus
@@ -231,19 +257,21 @@ class DMH(BaseHasher):
     #: options added after results were written, with the value those results ran with: a cell
     #: leaves them out of its key at that value, so finished runs stay reusable
     #: (:func:`dmh.evaluation.full_params`)
-    key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn"}
+    key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
+                   "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None}
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity=None,
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
-                 cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
+                 cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=None, gbe_tol=None, gbe_lr=None,
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 dam_stop=None, dam_agree_tol=1e-3, dam_lean=None, record_diagnostics=False, cle_dtype=None,
+                 dam_stop=None, dam_agree_tol=1e-3, dam_agree_target=None, dam_lean=None, record_diagnostics=False, cle_dtype=None,
                  unpaired_weight=None, unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
-                 dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn"):
+                 dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
+                 cle_gram=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -286,6 +314,7 @@ class DMH(BaseHasher):
         self.dam_weight_decay = dam_weight_decay
         self.dam_stop = dam_stop
         self.dam_agree_tol = dam_agree_tol
+        self.dam_agree_target = dam_agree_target
         self.dam_lean = dam_lean
         self.record_diagnostics = record_diagnostics
         self.cle_dtype = cle_dtype
@@ -296,6 +325,8 @@ class DMH(BaseHasher):
         self.dam_precision = dam_precision
         self.gamma_scaling = gamma_scaling
         self.ridge_solver = ridge_solver
+        self.gbe_schedule = gbe_schedule
+        self.cle_gram = cle_gram
 
     def _opt(self, name):
         """An option's value: as given, or the preset's when ``None``."""
@@ -344,6 +375,15 @@ class DMH(BaseHasher):
             return float(self.gamma) * GAMMA_REFERENCE_BITS / self.n_bits_
         return float(self.gamma)
 
+    def _gbe_budget(self, warm: bool) -> tuple[float, int]:
+        """GBE's first step size and most steps: ``gbe_lr`` and ``gbe_max_iter``, or for a round
+        that warm-starts under the cosine schedule their shares :data:`GBE_WARM_LR` and
+        :data:`GBE_WARM_STEPS`."""
+        lr, max_iter = float(self._opt("gbe_lr")), int(self._opt("gbe_max_iter"))
+        if warm and self._opt("gbe_schedule") == "cosine":
+            return lr * GBE_WARM_LR, max(1, int(round(max_iter * GBE_WARM_STEPS)))
+        return lr, max_iter
+
     def _kernel_scale(self) -> float:
         s = self._opt("kernel_scale")
         if s == "bits":
@@ -369,6 +409,7 @@ class DMH(BaseHasher):
             "dam_precision": ("float32", "bfloat16", "auto"),
             "gamma_scaling": ("none", "bits"),
             "ridge_solver": ("sklearn", "dual"),
+            "gbe_schedule": ("constant", "cosine"),
         }
         if not isinstance(self.preset, str) or self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
@@ -392,15 +433,19 @@ class DMH(BaseHasher):
             check_choice(value, name, allowed)
         for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
                      "neighbour_pool", "chunk_size"):
-            check_int(getattr(self, name), name)
+            check_int(self._opt(name), name)
+        if not isinstance(self._opt("cle_gram"), (bool, np.bool_)):
+            raise ParameterError(f"cle_gram must be True, False or None, got {self.cle_gram!r}")
         check_int(self.dam_epochs, "dam_epochs", minimum=0)
         if self.dam_tol is not None:
             check_real(self.dam_tol, "dam_tol")
         check_real(self.dam_agree_tol, "dam_agree_tol")
+        if self._opt("dam_agree_target") is not None:
+            check_real(self._opt("dam_agree_target"), "dam_agree_target", low=0.0, high=1.0)
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
-            check_real(getattr(self, name), name)
+            check_real(self._opt(name), name)
         for name in ("image_lr", "text_lr", "gbe_lr"):
-            check_real(getattr(self, name), name, low_inclusive=False)
+            check_real(self._opt(name), name, low_inclusive=False)
 
     def _check_memory(self, data: CrossModalData) -> None:
         """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits):
@@ -486,7 +531,7 @@ class DMH(BaseHasher):
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
                     neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, dtype=cle_dtype,
-                    complement_given=given, device=device,
+                    complement_given=given, device=device, gram=None if self._opt("cle_gram") else False,
                 )
                 t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y
@@ -499,10 +544,11 @@ class DMH(BaseHasher):
                 t0 = time.perf_counter()
                 if self.binary_embedding == "gbe":
                     gbe_t = {}
+                    lr, max_iter = self._gbe_budget(warm=H_relaxed is not None)
                     g = gbe.fit_gbe(
                         Y, self.n_bits_, gamma=self._gamma(), similarity=self._opt("similarity"),
                         quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
-                        lr=self.gbe_lr, max_iter=self.gbe_max_iter, tol=self.gbe_tol,
+                        lr=lr, max_iter=max_iter, tol=self._opt("gbe_tol"), schedule=self._opt("gbe_schedule"),
                         chunk_size=self.chunk_size, rng=rng, perplexity=self._opt("perplexity"),
                         kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
                         decorrelation=self._opt("gbe_decorrelation"),
@@ -540,7 +586,7 @@ class DMH(BaseHasher):
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
                     agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
-                    agree_ref=agree_last[m],
+                    agree_ref=agree_last[m], agree_target=self._opt("dam_agree_target"),
                 )
                 if agreement:
                     agree_last[m] = agreement[-1]
