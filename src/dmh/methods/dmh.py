@@ -35,12 +35,12 @@ PRESETS = {
                   dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64", unpaired_weight=1.0,
                   unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature",
                   gamma_scaling="none", gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant",
-                  cle_gram=False),
+                  cle_gram=False, dam_agree_target=None),
     "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
                     dam_weight_decay=0.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto", unpaired_weight=1.0,
                     unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto",
                     gamma_scaling="none", gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine",
-                    cle_gram=True),
+                    cle_gram=True, dam_agree_target=0.995),
 }
 
 #: GBE's later rounds under ``gbe_schedule="cosine"`` start from the previous round's relaxed codes,
@@ -96,7 +96,9 @@ class DMH(BaseHasher):
         Tolerance of ``dam_stop="agreement"``, as a fraction of the target bits.
     dam_agree_target : float or None
         A network's training in a round also stops after the first pass whose bit agreement with
-        GBE's codes (on its training batches) reaches this level (``None``: no such stop).
+        GBE's codes (on its training batches) reaches this level (``None``: no such stop; the paper
+        preset's). The default preset's 0.995: the networks copy 99.5% of the codes' bits before the
+        agreement rule's 0.001 a pass would stop them (docs/speed.md).
     dam_lean : bool or None
         Train with cheaper kernels for the same networks: txtNet's first layer skips the gradient
         of the raw text input (only the pooled channels' is needed; autograd computed and dropped a
