@@ -270,7 +270,8 @@ class DMH(BaseHasher):
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
                  gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
                  kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 dam_stop=None, dam_agree_tol=1e-3, dam_agree_target=None, dam_lean=None, record_diagnostics=False, cle_dtype=None,
+                 dam_stop=None, dam_agree_tol=1e-3, dam_agree_target=None, dam_lean=None, record_diagnostics=False,
+                 cle_dtype=None,
                  unpaired_weight=None, unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
                  dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
                  cle_gram=None):
