@@ -52,10 +52,12 @@ def test_paper_preset_is_the_options_switched_off(toy_data):
     assert PRESETS["paper"] == dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0,
                                     gbe_decorrelation=0.0, dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False,
                                     cle_dtype="float64", unpaired_weight=1.0, unpaired_complement="neighbours",
-                                    unpaired_dam=True, cle_scaling="feature", gamma_scaling="none")
+                                    unpaired_dam=True, cle_scaling="feature", gamma_scaling="none", gbe_lr=0.05,
+                                    gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
+                                    dam_agree_target=None)
     train = toy_data.train()
     a = DMH(8, random_state=1, preset="paper", **TINY).fit(train)
-    b = DMH(8, random_state=1, preset="default", **TINY, **PRESETS["paper"]).fit(train)
+    b = DMH(8, random_state=1, preset="default", **{**PRESETS["paper"], **TINY}).fit(train)
     assert np.array_equal(a.encode(toy_data.image, "image"), b.encode(toy_data.image, "image"))
     with pytest.raises(ValueError, match="preset"):
         DMH(8, preset="nope").fit(train)
