@@ -164,52 +164,24 @@ def _bf16_forward(ctx, inp, weight, bias, bufs):
     return torch.mm(inp_b, w_b.t()).float().add_(bias)
 
 
-class _LinearInto(torch.autograd.Function):
-    """``nn.Linear`` (the same ``addmm``) whose weight gradient goes into a kept buffer
-    (:func:`_weight_grad_into`); used for the first hidden layer in lean mode. With ``bufs`` (a
-    :class:`_Bf16Layer`) the products run in bfloat16 instead."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, bufs=None):
-        if bufs is not None:
-            return _bf16_forward(ctx, x, weight, bias, bufs)
-        ctx.bf16 = None
-        ctx.save_for_backward(x, weight)
-        return torch.addmm(bias, x, weight.t())
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad_bias = grad.sum(0) if ctx.needs_input_grad[2] else None
-        if ctx.bf16 is not None:
-            x_b, w_b, bufs = ctx.bf16
-            (weight,) = ctx.saved_tensors
-            grad_b = grad.to(torch.bfloat16)
-            grad_x = grad_b.mm(w_b).float() if ctx.needs_input_grad[0] else None
-            if ctx.needs_input_grad[1]:
-                bufs.grad_into(weight, grad_b, x_b)
-            return grad_x, None, grad_bias, None
-        x, weight = ctx.saved_tensors
-        grad_x = grad.mm(weight) if ctx.needs_input_grad[0] else None
-        if ctx.needs_input_grad[1]:
-            _weight_grad_into(weight, grad, x)
-        return grad_x, None, grad_bias, None
-
-
-class _FusionLinear(torch.autograd.Function):
-    """``Linear(cat([x, pooled]))`` whose backward skips the gradient of the raw input ``x``.
+class _FirstLinear(torch.autograd.Function):
+    """The first hidden layer in lean mode: ``nn.Linear`` (the same ``addmm``) over ``x``, or over
+    ``cat([x, pooled])`` for txtNet, whose weight gradient goes into a kept buffer
+    (:func:`_weight_grad_into`), and which skips the gradient of txtNet's raw input.
 
     Autograd computes the gradient of the whole concatenated input (the fusion's scales need the
     pooled part's) and drops the raw part, which is most of its columns: for a 2000-d text input
-    that is a (batch x hidden x 2000) product per step thrown away. The forward is the same
-    ``addmm`` as ``nn.Linear``; the backward computes the weight's, the bias's and the pooled
-    columns' gradients only (equal to autograd's up to floating-point rounding); the weight's goes
-    into a kept buffer (:func:`_weight_grad_into`). With ``bufs`` (a :class:`_Bf16Layer`) the
-    products run in bfloat16 instead."""
+    that is a (batch x hidden x 2000) product per step thrown away. Here the backward computes the
+    weight's, the bias's and the gradient of the input after its first ``n_raw`` columns only: all
+    of ``x`` without ``pooled``, the pooled columns with it (equal to autograd's up to
+    floating-point rounding). With ``bufs`` (a :class:`_Bf16Layer`) the products run in bfloat16
+    instead."""
 
     @staticmethod
     def forward(ctx, x, pooled, weight, bias, bufs=None):
-        inp = torch.cat([x, pooled], dim=1)
-        ctx.n_raw = x.shape[1]
+        inp = x if pooled is None else torch.cat([x, pooled], dim=1)
+        ctx.n_raw = 0 if pooled is None else x.shape[1]
+        ctx.grad_at = 0 if pooled is None else 1  # the input whose gradient is returned
         if bufs is not None:
             return _bf16_forward(ctx, inp, weight, bias, bufs)
         ctx.bf16 = None
@@ -219,19 +191,22 @@ class _FusionLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         grad_bias = grad.sum(0) if ctx.needs_input_grad[3] else None
+        want_input = ctx.needs_input_grad[ctx.grad_at]
         if ctx.bf16 is not None:
             inp_b, w_b, bufs = ctx.bf16
             (weight,) = ctx.saved_tensors
             grad_b = grad.to(torch.bfloat16)
-            grad_pooled = grad_b.mm(w_b[:, ctx.n_raw:]).float() if ctx.needs_input_grad[1] else None
+            grad_in = grad_b.mm(w_b[:, ctx.n_raw:]).float() if want_input else None
             if ctx.needs_input_grad[2]:
                 bufs.grad_into(weight, grad_b, inp_b)
-            return None, grad_pooled, None, grad_bias, None
-        inp, weight = ctx.saved_tensors
-        grad_pooled = grad.mm(weight[:, ctx.n_raw:]) if ctx.needs_input_grad[1] else None
-        if ctx.needs_input_grad[2]:
-            _weight_grad_into(weight, grad, inp)
-        return None, grad_pooled, None, grad_bias, None
+        else:
+            inp, weight = ctx.saved_tensors
+            grad_in = grad.mm(weight[:, ctx.n_raw:]) if want_input else None
+            if ctx.needs_input_grad[2]:
+                _weight_grad_into(weight, grad, inp)
+        grads = [None, None, None, grad_bias, None]
+        grads[ctx.grad_at] = grad_in
+        return tuple(grads)
 
 
 class HashNet(nn.Module):
@@ -253,7 +228,7 @@ class HashNet(nn.Module):
     @property
     def lean(self) -> bool:
         """Cheaper training kernels for the same model: txtNet's first layer through
-        :class:`_FusionLinear` (no gradient for the raw input) and :class:`LRN`'s shifted-sum
+        :class:`_FirstLinear` (no gradient for the raw input) and :class:`LRN`'s shifted-sum
         window. Not a parameter: the saved state is the same either way, and the outputs are equal
         up to floating-point rounding."""
         return self._lean
@@ -303,15 +278,15 @@ class HashNet(nn.Module):
         if not custom:
             return self.body(self.fusion(x) if self.fusion is not None else x)
         first = self.body[0]
+        pooled = None
         if self.fusion is not None and not self.fusion.kernels:
             # no pooled channels (text too short): nothing for lean mode to skip
             if self._bf16 is None:
                 return self.body(self.fusion(x))
-            return self.body[1:](_LinearInto.apply(self.fusion(x), first.weight, first.bias, self._bf16))
-        if self.fusion is None:
-            return self.body[1:](_LinearInto.apply(x, first.weight, first.bias, self._bf16))
-        pooled = torch.cat(self.fusion.pooled(x), dim=1)
-        return self.body[1:](_FusionLinear.apply(x, pooled, first.weight, first.bias, self._bf16))
+            x = self.fusion(x)
+        elif self.fusion is not None:
+            pooled = torch.cat(self.fusion.pooled(x), dim=1)
+        return self.body[1:](_FirstLinear.apply(x, pooled, first.weight, first.bias, self._bf16))
 
     def forward(self, x):
         return torch.tanh(self.head(self.features(x)))
