@@ -298,21 +298,14 @@ def make_net(modality: str, in_features: int, n_bits: int, hidden) -> HashNet:
 
 def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: float, batch_size: int,
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
-              progress=None, device: str = "cpu", tol: float | None = None, holdout: float = 0.1,
-              val_history: list | None = None, weight_decay: float = 0.0, agreement: list | None = None,
+              progress=None, device: str = "cpu", agreement: list | None = None,
               agree_tol: float | None = None, agree_ref: float | None = None,
               agree_target: float | None = None) -> tuple[list, torch.optim.Optimizer]:
-    """Fit Eq. 12 for one network by mini-batch Adam (fused kernel; L2 ``weight_decay``, 0 = the paper);
-    returns the mean loss of each epoch.
+    """Fit Eq. 12 for one network by mini-batch Adam (fused kernel); returns the mean loss of each
+    epoch.
 
     ``net`` must already be on ``device``; the data are moved there, the batch order is drawn by
     ``generator`` on the CPU (so it does not depend on the device).
-
-    ``epochs`` is a fixed count when ``tol`` is None. Otherwise it is the most epochs, a fraction
-    ``holdout`` of the rows (drawn by ``generator``) is kept out of training, and training stops
-    after the first epoch that lowers their loss (Eq. 12 against the codes: no labels) by less
-    than ``tol`` relative; their losses, before training and after each epoch, are appended to
-    ``val_history``.
 
     ``agreement`` (a list) receives each epoch's bit agreement: the fraction of target bits whose
     sign the network's outputs reproduced on that epoch's batches (measured as they were trained,
@@ -320,24 +313,13 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
     raises the agreement by less than ``agree_tol`` over the epoch before; after the first epoch
     it stops when the agreement is already within ``agree_tol`` of ``agree_ref`` (the agreement
     this network had reached on its previous targets), so a warm-started network whose targets
-    barely changed trains for one pass. Labels play no part."""
+    barely changed trains for one pass. With ``agree_target`` set, training stops after the first
+    epoch whose agreement reaches it. At most ``epochs`` epochs; labels play no part."""
     Xt = torch.as_tensor(X, dtype=torch.float32).to(device)
     Ht = torch.as_tensor(H, dtype=torch.float32).to(device)
-    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True,
-                                                                   weight_decay=weight_decay)
+    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True)
     history = []
     n = Xt.shape[0]
-    val = None
-    if tol is not None and n >= 2:
-        order = torch.randperm(n, generator=generator).to(device)
-        n_val = min(max(1, int(round(holdout * n))), n - 1)
-        val, train_rows = order[:n_val], order[n_val:]
-        Xv, Hv = Xt[val], Ht[val]
-        Xt, Ht = Xt[train_rows], Ht[train_rows]
-        n = Xt.shape[0]
-        prev = _mean_loss(net, Xv, Hv)
-        if val_history is not None:
-            val_history.append(prev)
     fracs = []
     net.train()
     # lean float32 nets accumulate their hidden layer's weight gradient into a kept buffer: zero it,
@@ -371,26 +353,7 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
                 stop = fracs[-1] - fracs[-2] < agree_tol
             if stop:
                 break
-        if val is not None:
-            cur = _mean_loss(net, Xv, Hv)
-            if val_history is not None:
-                val_history.append(cur)
-            stop = prev - cur < tol * prev
-            prev = cur
-            if stop:
-                break
     return history, opt
-
-
-@torch.no_grad()
-def _mean_loss(net: HashNet, X: torch.Tensor, H: torch.Tensor, batch_size: int = 2048) -> float:
-    """Eq. 12 averaged over the rows of ``X`` (network left in training mode)."""
-    net.eval()
-    total = 0.0
-    for s in range(0, X.shape[0], batch_size):
-        total += float(((net(X[s : s + batch_size]) - H[s : s + batch_size]) ** 2).sum())
-    net.train()
-    return total / X.shape[0]
 
 
 @torch.no_grad()

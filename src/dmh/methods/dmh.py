@@ -22,6 +22,7 @@ from .dmh_options import (  # noqa: F401 - the options' names, as dmh.methods.dm
     GBE_WARM_LR,
     GBE_WARM_STEPS,
     PRESETS,
+    REMOVED_OPTIONS,
     SPARSE_ZERO_SHARE,
     DMHOptions,
     fit_memory_bytes,
@@ -60,11 +61,7 @@ class DMH(DMHOptions, BaseHasher):
         Mini-batch size of DAM.
     dam_epochs : int
         Passes over the data per network and round (the paper gives no number); the most passes
-        when ``dam_tol`` is set.
-    dam_tol : float or None
-        None: always ``dam_epochs`` passes. A number: keep 10% of each network's training objects
-        out of its training and stop after the first pass that lowers their loss (Eq. 12, against
-        the codes, so no labels) by less than ``dam_tol`` relative.
+        under ``dam_stop="agreement"`` or ``dam_agree_target``.
     dam_stop : {"fixed", "agreement"} or None
         ``"fixed"`` (the paper preset): ``dam_epochs`` passes in every round. ``"agreement"`` (the
         default preset): the first round (networks trained from scratch) still makes
@@ -136,8 +133,7 @@ class DMH(DMHOptions, BaseHasher):
         GBE's gradient over all n^2 pairs (``"exact"``) or its O(n k) estimate from each object's
         nearest neighbours of S^Y (for ``similarity="perplexity"`` the nonzeros of P) plus
         sampled pairs (``"approx"``); ``"auto"`` switches to ``"approx"`` from
-        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, unless
-        ``kernel_scale``, ``gbe_balance`` or ``gbe_decorrelation`` is set (exact solver only).
+        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on.
     device : {"auto", "cpu", "cuda"}
         Where GBE and DAM run (``"auto"``: CUDA when available). CLE and all randomness stay on the
         CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.
@@ -154,22 +150,12 @@ class DMH(DMHOptions, BaseHasher):
         at a fixed ``gamma`` the pull towards +-1 outweighs the embedding more the longer the codes
         (at the start of GBE 0.14 of the KL gradient at 16 bits, 0.81 at 128 on UCI digits);
         ``"bits"`` keeps the paper's 16-bit balance at every length. ``"none"``: the paper.
-    kernel_scale : float, "bits" or None
-        GBE's Student-t kernel ``(1 + D/s)^-1`` on ``D = Hamming distance``; ``"bits"`` sets
-        ``s = n_bits / 16`` (a distance means the same fraction of the bits at every code length).
-    gbe_balance, gbe_decorrelation : float or None
-        Weights of GBE's bit-balance and bit-decorrelation terms (0: off, the paper).
-    dam_weight_decay : float or None
-        L2 weight decay of DAM's Adam (0: off, the paper).
     cle_dtype : {"auto", "float64", "float32"} or None
         Precision of CLE's n x d arrays (the scaled views, Y, the conjugate-gradient vectors; sums
         and small matrices stay float64). ``"float32"`` halves CLE's memory, the largest part of a
         fit beyond 10^5 objects; ``"auto"`` (default preset) uses it from
         :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, where GBE's solver
         also switches; the paper preset keeps ``"float64"`` (its codes are unchanged).
-    unpaired_weight : float in [0, 1] or None
-        Weight of the unpaired objects in GBE's S^Y: their rows and columns are scaled by it
-        (``a_i a_j S_ij``, renormalised; 1: the paper). See :mod:`dmh.methods.unpaired`.
     unpaired_complement : {"neighbours", "ridge"} or None
         How CLE complements an unpaired object's missing description (with ``complement="lle"``):
         Eq. 5 from its nearest paired neighbours in its own view (``"neighbours"``, the paper), or
@@ -241,6 +227,8 @@ class DMH(DMHOptions, BaseHasher):
     #: options added after results were written, with the value those results ran with: a cell
     #: leaves them out of its key at that value, so finished runs stay reusable
     #: (:func:`dmh.evaluation.full_params`)
+    #: options removed, at the value the fit always uses: kept in cell keys (:data:`REMOVED_OPTIONS`)
+    removed_options = REMOVED_OPTIONS
     key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
                    "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None}
 
@@ -250,11 +238,10 @@ class DMH(DMHOptions, BaseHasher):
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
                  cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=None, gbe_tol=None, gbe_lr=None,
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
-                 gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
-                 kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
+                 gbe_solver="auto", device="auto", preset="default", perplexity=None,
                  dam_stop=None, dam_agree_tol=1e-3, dam_agree_target=None, dam_lean=None, record_diagnostics=False,
                  cle_dtype=None,
-                 unpaired_weight=None, unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
+                 unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
                  dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
                  cle_gram=None):
         self.n_bits = n_bits
@@ -290,20 +277,14 @@ class DMH(DMHOptions, BaseHasher):
         self.verbose = verbose
         self.gbe_solver = gbe_solver
         self.device = device
-        self.dam_tol = dam_tol
         self.preset = preset
         self.perplexity = perplexity
-        self.kernel_scale = kernel_scale
-        self.gbe_balance = gbe_balance
-        self.gbe_decorrelation = gbe_decorrelation
-        self.dam_weight_decay = dam_weight_decay
         self.dam_stop = dam_stop
         self.dam_agree_tol = dam_agree_tol
         self.dam_agree_target = dam_agree_target
         self.dam_lean = dam_lean
         self.record_diagnostics = record_diagnostics
         self.cle_dtype = cle_dtype
-        self.unpaired_weight = unpaired_weight
         self.unpaired_complement = unpaired_complement
         self.unpaired_dam = unpaired_dam
         self.cle_scaling = cle_scaling
@@ -412,10 +393,7 @@ class DMH(DMHOptions, BaseHasher):
                         quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
                         lr=lr, max_iter=max_iter, tol=self._opt("gbe_tol"), schedule=self._opt("gbe_schedule"),
                         chunk_size=self.chunk_size, rng=rng, perplexity=self._opt("perplexity"),
-                        kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
-                        decorrelation=self._opt("gbe_decorrelation"),
                         solver=self.gbe_solver, device=device, timings=gbe_t,
-                        object_weights=unpaired.object_weights(masks, self._opt("unpaired_weight")),
                     )
                     t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
                     H, H_relaxed = g.codes, g.relaxed
@@ -440,13 +418,11 @@ class DMH(DMHOptions, BaseHasher):
             t0 = time.perf_counter()
             for m, mask in zip(modalities, train_masks, strict=True):
                 t1 = time.perf_counter()
-                held_out = []
                 agreement = []
                 warm_stop = self._opt("dam_stop") == "agreement" and r > 0
                 losses, opts[m] = dam.train_net(
                     nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
-                    tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
                     agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
                     agree_ref=agree_last[m], agree_target=self._opt("dam_agree_target"),
                 )
@@ -454,7 +430,6 @@ class DMH(DMHOptions, BaseHasher):
                     agree_last[m] = agreement[-1]
                 history.setdefault(f"dam_{m}_agreement", []).append(agreement)
                 history[f"dam_{m}"].append(losses)
-                history.setdefault(f"dam_{m}_heldout", []).append(held_out)
                 release_free_memory()  # after one modality's float32 inputs, before the next
                 t[f"dam_{m}"] = time.perf_counter() - t1
             if self.record_diagnostics:

@@ -4,8 +4,6 @@ needs (:func:`fit_memory_bytes`). The round loop is :meth:`dmh.methods.dmh.DMH._
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .._validation import check_choice, check_int, check_real
@@ -21,17 +19,22 @@ GAMMA_REFERENCE_BITS = 16
 #: codes for the same seed); ``"default"`` is the setting chosen by the label-free procedure of
 #: :mod:`dmh.selection` (see docs/quality.md for the evidence).
 PRESETS = {
-    "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64", unpaired_weight=1.0,
-                  unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature",
-                  gamma_scaling="none", gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant",
-                  cle_gram=False, dam_agree_target=None),
-    "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto", unpaired_weight=1.0,
-                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto",
-                    gamma_scaling="none", gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine",
-                    cle_gram=True, dam_agree_target=0.995),
+    "paper": dict(similarity="clip", perplexity=30.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64",
+                  unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature", gamma_scaling="none",
+                  gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
+                  dam_agree_target=None),
+    "default": dict(similarity="perplexity", perplexity=30.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto",
+                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto", gamma_scaling="none",
+                    gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine", cle_gram=True,
+                    dam_agree_target=0.995),
 }
+
+#: options removed from DMH, with the one value the fit now always uses (results made before their
+#: removal, at that value, ran the fit of today): written into cell keys
+#: (:func:`dmh.evaluation.full_params`), so those results stay reusable; a saved model's header may
+#: name them (:func:`dmh.base.load_model` reads only the parameters the class has)
+REMOVED_OPTIONS = {"dam_tol": None, "dam_weight_decay": 0.0, "kernel_scale": 1.0, "gbe_balance": 0.0,
+                   "gbe_decorrelation": 0.0, "unpaired_weight": 1.0}
 
 #: GBE's later rounds under ``gbe_schedule="cosine"`` start from the previous round's relaxed codes,
 #: near a solution: their first step is this share of ``gbe_lr`` and their budget this share of
@@ -93,13 +96,6 @@ class DMHOptions:
             return lr * GBE_WARM_LR, max(1, int(round(max_iter * GBE_WARM_STEPS)))
         return lr, max_iter
 
-    def _kernel_scale(self) -> float:
-        s = self._opt("kernel_scale")
-        if s == "bits":
-            return self.n_bits_ / 16.0
-        return float(s)
-
-    # ------------------------------------------------------------------ validation
     def _check_params(self):
         choices = {
             "complement": ("lle", "zero"),
@@ -122,19 +118,11 @@ class DMHOptions:
         }
         if not isinstance(self.preset, str) or self.preset not in PRESETS:
             raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
-        scale = self._opt("kernel_scale")
-        if not (isinstance(scale, str) and scale == "bits"):
-            ok = isinstance(scale, numbers.Real) and not isinstance(scale, bool) and bool(np.isfinite(scale))
-            if not ok or scale <= 0:
-                raise ParameterError(f"kernel_scale must be a positive number or 'bits', got {scale!r}")
         check_real(self._opt("perplexity"), "perplexity", low=1.0, low_inclusive=False)
         if not isinstance(self._opt("dam_lean"), (bool, np.bool_)):
             raise ParameterError(f"dam_lean must be True, False or None, got {self.dam_lean!r}")
-        check_real(self._opt("unpaired_weight"), "unpaired_weight", low=0.0, high=1.0)
         if not isinstance(self._opt("unpaired_dam"), (bool, np.bool_)):
             raise ParameterError(f"unpaired_dam must be True or False, got {self._opt('unpaired_dam')!r}")
-        for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
-            check_real(self._opt(name), name)
         for name, allowed in choices.items():
             value = self._opt(name)
             if not isinstance(value, str):
@@ -146,8 +134,6 @@ class DMHOptions:
         if not isinstance(self._opt("cle_gram"), (bool, np.bool_)):
             raise ParameterError(f"cle_gram must be True, False or None, got {self.cle_gram!r}")
         check_int(self.dam_epochs, "dam_epochs", minimum=0)
-        if self.dam_tol is not None:
-            check_real(self.dam_tol, "dam_tol")
         check_real(self.dam_agree_tol, "dam_agree_tol")
         if self._opt("dam_agree_target") is not None:
             check_real(self._opt("dam_agree_target"), "dam_agree_target", low=0.0, high=1.0)

@@ -123,16 +123,14 @@ class PairSimilarity:
 
     For ``kind="perplexity"`` P is sparse (each object's ``3 * perplexity`` nearest neighbours,
     symmetrised): it is kept as its nonzeros in CSR order (``indptr``, ``ecol``, ``eval``; the
-    weights applied and normalised) and :func:`gbe_loss_and_grad` reads it there, so no n x n
+    normalised) and :func:`gbe_loss_and_grad` reads it there, so no n x n
     matrix of it is ever formed (``cache`` is None; :meth:`block` gives dense rows on request)."""
 
     def __init__(self, Y: torch.Tensor, kind: str = "clip", chunk_size: int = 1024,
-                 cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0, weights: np.ndarray | None = None):
+                 cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0):
         if kind not in SIMILARITIES:
             raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
         self.Y = Y
-        # per-object weights a: entries a_i a_j S_ij, renormalised (None: the unweighted S^Y)
-        self.a = None if weights is None else torch.as_tensor(weights, dtype=Y.dtype, device=Y.device)
         self.kind = kind
         self.chunk = chunk_size
         n = Y.shape[0]
@@ -141,8 +139,7 @@ class PairSimilarity:
         self.sparse = None
         self.cache = None
         if kind == "perplexity":
-            self._from_sparse(perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type),
-                              weights)
+            self._from_sparse(perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type))
             return
         if kind == "shift":
             m = math.inf
@@ -173,15 +170,12 @@ class PairSimilarity:
             plogp += float((P[pos] * torch.log(P[pos])).sum(dtype=torch.float64))
         self.plogp = plogp
 
-    def _from_sparse(self, P, weights):
+    def _from_sparse(self, P):
         """Keep the sparse P (scipy CSR, zero diagonal) as its nonzeros, weighted and renormalised."""
         P = P.tocsr()
         P.sort_indices()
         rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(P.indptr))
         vals = np.asarray(P.data, dtype=np.float64)
-        if weights is not None:
-            w = np.asarray(weights, dtype=np.float64)
-            vals = vals * w[rows] * w[P.indices]
         total = float(vals.sum())
         if not total > 0:
             raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
@@ -215,12 +209,7 @@ class PairSimilarity:
             G.clamp_(min=0.0)  # round-off only
         idx = torch.arange(s, e, device=G.device)
         G[idx - s, idx] = 0.0
-        return self._weighted(G, s, e)
-
-    def _weighted(self, B, s, e):
-        if self.a is None:
-            return B
-        return B * self.a[s:e, None] * self.a[None, :]
+        return G
 
     def nonzeros(self, s, e):
         """The sparse P's nonzeros in rows ``s:e``: (rows relative to ``s``, columns, values)."""
@@ -403,7 +392,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
             n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
             kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
-            object_weights: np.ndarray | None = None, kernel_dof: float = 1.0,
+            kernel_dof: float = 1.0,
             schedule: str = "constant") -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
@@ -426,22 +415,18 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     so they do not depend on the device. ``timings``, when given, accumulates seconds spent
     building S^Y (``"setup"``) and in the steps (``"steps"``). On a GPU, and on a CPU for the
     sparse ``similarity="perplexity"``, the approximate solver computes all blocks of a step at
-    once (:func:`gbe_loss_and_grad_sampled_batched`). ``object_weights`` (n,) scales
-    each object's row and column of S^Y (``a_i a_j S_ij``, renormalised; exact solver only), e.g.
-    :func:`dmh.methods.unpaired.object_weights`.
+    once (:func:`gbe_loss_and_grad_sampled_batched`).
     """
     if solver not in ("auto", "exact", "approx"):
         raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
     if schedule not in ("constant", "cosine"):
         raise ParameterError(f"gbe_schedule must be 'constant' or 'cosine', got {schedule!r}")
-    plain_loss = (kernel_scale == 1.0 and kernel_dof == 1.0 and not balance and not decorrelation
-                  and object_weights is None)
+    plain_loss = kernel_scale == 1.0 and kernel_dof == 1.0 and not balance and not decorrelation
     if solver == "auto":
         solver = "approx" if Y.shape[0] >= APPROX_MIN_N and plain_loss else "exact"
     if solver == "approx" and not plain_loss:
         raise ParameterError("gbe_solver='approx' supports kernel_scale 1 without balance or decorrelation "
-                             "terms or object weights (and kernel_dof 1) only; use gbe_solver='exact' with "
-                             "these options")
+                             "terms (and kernel_dof 1) only; use gbe_solver='exact' with these options")
     from .gbe_sampled import (
         SampledSimilarity,
         draw_columns,
@@ -453,8 +438,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     rng = np.random.default_rng(rng)
     Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=dtype).to(device)
     if solver == "exact":
-        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity,
-                           weights=object_weights)
+        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity)
     else:
         S = SampledSimilarity(Yt, similarity, n_neighbors=n_neighbors, chunk_size=chunk_size,
                               perplexity=perplexity)
