@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from dmh.methods import gbe
+from dmh.methods import gbe_sampled
 
 
 def main():
@@ -28,24 +28,27 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="alternated rounds per solver (default 3)")
     ap.add_argument("--lookup", choices=("auto", "keys"), default="auto",
                     help="how drawn pairs are found among P's nonzeros: auto = a bitmap up to "
-                         "gbe.BITMAP_MAX_BYTES, keys = the binary search over P's sorted keys (as before the bitmap)")
+                         "gbe_sampled.BITMAP_MAX_BYTES, keys = the binary search over P's sorted keys "
+                         "(as before the bitmap)")
     ap.add_argument("--out", default=None, help="write the result as JSON here")
     args = ap.parse_args()
     if args.lookup == "keys":
-        gbe.BITMAP_MAX_BYTES = 0
+        gbe_sampled.BITMAP_MAX_BYTES = 0
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     n, chunk, m = args.n, 256, 128  # DMH's chunk_size and n_samples
     centres = rng.normal(size=(20, 512))
     Y = (centres[rng.integers(20, size=n)] + 0.5 * rng.normal(size=(n, 512))).astype(np.float32)
     t = time.perf_counter()
-    S = gbe.SampledSimilarity(torch.as_tensor(Y), args.similarity, n_neighbors=15, chunk_size=chunk, perplexity=30.0)
+    S = gbe_sampled.SampledSimilarity(torch.as_tensor(Y), args.similarity, n_neighbors=15, chunk_size=chunk,
+                                      perplexity=30.0)
     res = {"n": n, "threads": args.threads, "similarity": args.similarity, "setup_s": round(time.perf_counter() - t, 2),
            "lookup": "bitmap" if getattr(S, "bitmap", None) is not None else "sorted keys" if S.sparse else None}
     H = torch.as_tensor(rng.normal(size=(n, 64)).astype(np.float32))
     gen = torch.Generator().manual_seed(0)
-    Js = [gbe.draw_columns(n, m, chunk, gen) for _ in range(args.steps)]
-    solvers = (("loop", gbe.gbe_loss_and_grad_sampled), ("batched", gbe.gbe_loss_and_grad_sampled_batched))
+    Js = [gbe_sampled.draw_columns(n, m, chunk, gen) for _ in range(args.steps)]
+    solvers = (("loop", gbe_sampled.gbe_loss_and_grad_sampled),
+               ("batched", gbe_sampled.gbe_loss_and_grad_sampled_batched))
     for rep in range(args.repeats):
         for name, step in solvers if rep % 2 == 0 else solvers[::-1]:
             t = time.perf_counter()

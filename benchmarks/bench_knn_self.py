@@ -1,5 +1,5 @@
 """CLE's neighbour search of a set among itself on the CPU: the row-block search (every block of rows
-against all rows, below ``cle.SYMMETRIC_MIN_N``) against the symmetric one (each pair of row blocks
+against all rows, below ``knn.SYMMETRIC_MIN_N``) against the symmetric one (each pair of row blocks
 multiplied once, from ``SYMMETRIC_MIN_N`` on), alternated, on the synthetic inputs of paper shape
 that ``bench_fit.py`` fits (4096-d image features, 1386-d binary text), standardised and scaled as
 DMH hands them to CLE in round 1: seconds, and how many
@@ -22,21 +22,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fit import synthetic  # noqa: E402
 
 from dmh import set_threads  # noqa: E402
-from dmh.methods import cle  # noqa: E402
+from dmh.methods import cle, knn  # noqa: E402
 from dmh.methods.dmh import column_mean_std  # noqa: E402
 
 
 def row_blocks(X, k):
     """The search below SYMMETRIC_MIN_N: every block of rows against all rows."""
-    limit, cle.SYMMETRIC_MIN_N = cle.SYMMETRIC_MIN_N, X.shape[0] + 1
+    limit, knn.SYMMETRIC_MIN_N = knn.SYMMETRIC_MIN_N, X.shape[0] + 1
     try:
-        return cle._knn(X, X, k, exclude_self=True)
+        return knn._knn(X, X, k, exclude_self=True)
     finally:
-        cle.SYMMETRIC_MIN_N = limit
+        knn.SYMMETRIC_MIN_N = limit
 
 
 def symmetric(X, k):
-    return cle._knn_self_symmetric(X, k)
+    return knn._knn_self_symmetric(X, k)
 
 
 def main():

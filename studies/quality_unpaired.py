@@ -3,7 +3,7 @@ candidate settings) against the same DMH on the paired half alone (docs/log/qual
 section 7).
 
     python studies/quality_unpaired.py --data uci-digits,wiki,fashion --seeds 0,1,2 --bits 16 \
-        --config 'paired-only=paired_only' --config 'default={}' --config 'w0.3={"unpaired_weight": 0.3}' \
+        --config 'paired-only=paired_only' --config 'default={}' --config 'dam-paired={"unpaired_dam": false}' \
         --out docs/results/quality/unpaired.json
 
 Every fit uses the semi-paired training set (``make_semi_paired(train, ratio, seed)``) minus the

@@ -151,6 +151,9 @@ def full_params(method: str, params: dict | None = None) -> dict:
     resolve = getattr(klass, "preset_options", None)
     if resolve is not None:
         out.update(resolve(out))
+    # an option removed, at the value the method now always uses, stays in the key as results had it
+    for name, value in getattr(klass, "removed_options", {}).items():
+        out.setdefault(name, value)
     # an option added later, at the value every earlier result ran with, leaves the key as it was
     for name, value in getattr(klass, "key_neutral", {}).items():
         if name in out and out[name] == value:

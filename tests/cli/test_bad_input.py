@@ -298,8 +298,8 @@ def test_params_the_command_sets_itself_are_refused(data_file, tmp_path, capsys,
         assert option in _error(capsys)
 
 
-@pytest.mark.parametrize("param", ['dmh.perplexity="abc"', "dmh.perplexity=[1]", "dmh.gbe_balance='x'",
-                                   "dmh.preset=[1]", "dmh.hidden_size=-3", "dmh.kernel_scale=-1"])
+@pytest.mark.parametrize("param", ['dmh.perplexity="abc"', "dmh.perplexity=[1]", "dmh.gbe_lr='x'",
+                                   "dmh.preset=[1]", "dmh.hidden_size=-3", "dmh.gbe_schedule=-1"])
 def test_bad_param_values_are_refused_before_the_data(tmp_path, capsys, param):
     """A bad --param value was checked only after the data were loaded and made semi-paired, and
     some (a string where a number belongs) ended in a TypeError traceback."""

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dmh.methods import cle
+from dmh.methods import cle, cle_gram
 
 
 def _problem(n=60, d1=14, d2=11, frac_paired=0.6, seed=0):
@@ -291,3 +291,46 @@ def test_scale_view_float32_in_place():
     assert np.all(out[:5] == 0) and np.mean(np.sum(out[5:].astype(float) ** 2, 1)) == pytest.approx(1.0, rel=1e-5)
     Z64 = rng.normal(size=(10, 3))
     assert cle.scale_view(Z64, np.ones(10, bool), np.float32, inplace=True) is not Z64  # a dtype change copies
+
+
+def _wide_problem(n=80, frac_paired=1.0, seed=0):
+    """Views with more features than objects (CLE's view of the networks' hidden features)."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n, 6))
+    Z1 = base @ rng.normal(size=(6, 150)) + 0.3 * rng.normal(size=(n, 150))
+    Z2 = base @ rng.normal(size=(6, 120)) + 0.3 * rng.normal(size=(n, 120))
+    m1, m2 = np.ones(n, bool), np.ones(n, bool)
+    m2[int(frac_paired * n):] = False
+    return [cle.scale_view(Z1, m1), cle.scale_view(Z2, m2)], [m1, m2]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("case", ["paired", "given", "zero"])
+def test_gram_path_follows_the_direct_path(case):
+    """A view held by its Gram matrix gives the iterates of the view itself, up to rounding."""
+    from dmh.methods import unpaired
+
+    Zs, masks = _wide_problem(frac_paired=1.0 if case == "paired" else 0.7)
+    kw = dict(d=16, rng=0, max_iter=6, tol=0.0, complement_how="zero" if case == "zero" else "lle")
+    if case == "given":
+        kw["complement_given"] = unpaired.ridge_complement(Zs, masks)
+    a = cle.fit_cle(Zs, masks, gram=False, **kw)
+    b = cle.fit_cle(Zs, masks, **kw)  # auto: both views are wider than their 80 objects
+    assert all(Q is not None for Q in a.Qs) and all(Q is None for Q in b.Qs)
+    np.testing.assert_allclose(b.objective, a.objective, rtol=1e-10)
+    assert np.array_equal(a.nbrs, b.nbrs)
+    Ga, Gb = a.Y @ a.Y.T, b.Y @ b.Y.T
+    assert np.linalg.norm(Gb - Ga) < 1e-9 * np.linalg.norm(Ga)
+
+
+def test_gram_path_only_where_it_applies():
+    Zs, masks = _wide_problem(frac_paired=0.7)
+    # Eq. 5's neighbour complement changes the missing rows every iteration: the direct form
+    res = cle.fit_cle(Zs, masks, d=16, rng=0, max_iter=2, tol=1.0)
+    assert res.Qs[0] is None and res.Qs[1] is not None  # view 0 has nothing missing
+    # a view narrower than its objects: the direct form, unless asked for
+    narrow, full = _problem(n=60, frac_paired=1.0)[:2]
+    assert all(Q is not None for Q in cle.fit_cle(narrow, full, d=6, rng=0, max_iter=2, tol=1.0).Qs)
+    assert all(Q is None for Q in cle.fit_cle(narrow, full, d=6, rng=0, max_iter=2, tol=1.0, gram=True).Qs)
+    assert cle_gram.worth_it(4096, 2000, 512) and not cle_gram.worth_it(1000, 2000, 512)
+    assert not cle_gram.worth_it(4096, 300, 512)  # fewer objects than d

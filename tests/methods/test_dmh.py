@@ -185,9 +185,6 @@ def test_gbe_solver_approx_runs(semi, toy_data):
     # the default (calibrated, sparse) S^Y has an approximate solver too
     m = DMH(8, random_state=0, gbe_solver="approx", **TINY).fit(semi)
     assert m.encode(toy_data.image, "image").shape == (toy_data.n_objects, 8)
-    # the extra terms have the exact solver only: said in one line
-    with pytest.raises(ParameterError, match="gbe_solver='approx' supports kernel_scale 1 without balance"):
-        DMH(8, random_state=0, gbe_solver="approx", gbe_balance=0.1, **TINY).fit(semi)
 
 
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")
@@ -423,3 +420,51 @@ def test_gamma_scaling_bits_weighs_the_quantization_by_16_over_the_code_length(s
     assert seen == [0.03, 0.03]
     with pytest.raises(ParameterError, match="gamma_scaling must be one of"):
         DMH(16, gamma_scaling="n_bits").check_hyperparameters(16)
+
+
+def test_presets_give_gbe_its_budget_and_the_paper_keys_stay():
+    """The paper preset keeps GBE's constant step (0.05, 150 steps, tol 1e-5) and CLE's direct
+    form; the options added for the default preset are left out of the paper preset's cell keys."""
+    from dmh.evaluation import full_params
+
+    paper = DMH(16, preset="paper")
+    assert paper._gbe_budget(warm=False) == (0.05, 150) == paper._gbe_budget(warm=True)
+    assert paper._opt("gbe_tol") == 1e-5 and paper._opt("gbe_schedule") == "constant"
+    assert paper._opt("cle_gram") is False
+    default = DMH(16)
+    assert default._gbe_budget(warm=False) == (0.5, 80) and default._gbe_budget(warm=True) == (0.2, 60)
+    assert DMH(16, gbe_lr=0.1, gbe_max_iter=40)._gbe_budget(warm=True) == (pytest.approx(0.04), 30)
+    keys = full_params("dmh", {"preset": "paper"})
+    assert {"gbe_schedule", "cle_gram", "dam_agree_target"}.isdisjoint(keys)
+    assert (keys["gbe_lr"], keys["gbe_max_iter"], keys["gbe_tol"]) == (0.05, 150, 1e-5)
+    with pytest.raises(ValueError, match="gbe_schedule"):
+        DMH(16, gbe_schedule="linear")._check_params()
+    with pytest.raises(ValueError, match="cle_gram"):
+        DMH(16, cle_gram="yes")._check_params()
+
+
+def test_removed_options_keep_cell_keys_and_saved_models_load(semi, toy_data, tmp_path):
+    """Options removed at the one value the fit now uses stay in cell keys at that value (finished
+    results keep their keys), are no parameters any more, and a model file that names them loads."""
+    import json
+
+    import dmh
+    from dmh.evaluation import full_params
+    from dmh.methods.dmh_options import REMOVED_OPTIONS
+
+    keys = full_params("dmh", {})
+    assert {k: keys[k] for k in REMOVED_OPTIONS} == REMOVED_OPTIONS
+    assert set(REMOVED_OPTIONS).isdisjoint(DMH().get_params())
+    with pytest.raises(ValueError, match="unknown parameter"):
+        full_params("dmh", {"kernel_scale": 1.0})
+    m = DMH(8, random_state=0, **TINY).fit(semi)
+    path = m.save(tmp_path / "m.npz")
+    with np.load(path) as z:  # the header as a model saved before the removal wrote it
+        arrays = {k: z[k] for k in z.files}
+    meta_key = next(k for k in arrays if k.startswith("__"))
+    meta = json.loads(bytes(arrays[meta_key]).decode())
+    meta["params"].update(REMOVED_OPTIONS)
+    arrays[meta_key] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(tmp_path / "old.npz", **arrays)
+    old = dmh.load_model(tmp_path / "old.npz")
+    assert np.array_equal(old.encode(toy_data.image, "image"), m.encode(toy_data.image, "image"))

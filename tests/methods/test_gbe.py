@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dmh.methods import gbe
+from dmh.methods import gbe, gbe_sampled
 
 
 def _setup(n=40, d=7, c=6, seed=0, kind="clip", chunk=1024, cache=2**30):
@@ -136,10 +136,10 @@ def test_initial_codes(how):
 def test_sampled_solver_is_exact_when_every_pair_is_a_neighbour(kind):
     # with n - 1 neighbours every draw lands on a neighbour (weight 0): the estimate is the exact sum
     Y, H, S = _setup(n=30, kind=kind)
-    Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=29, chunk_size=7)
-    J = gbe.draw_columns(30, 5, 11, torch.Generator().manual_seed(0))
+    Ss = gbe_sampled.SampledSimilarity(Y, kind, n_neighbors=29, chunk_size=7)
+    J = gbe_sampled.draw_columns(30, 5, 11, torch.Generator().manual_seed(0))
     l1, g1 = gbe.gbe_loss_and_grad(H, S, 0.2)
-    l2, g2 = gbe.gbe_loss_and_grad_sampled(H, Ss, J, 0.2, chunk_size=11)
+    l2, g2 = gbe_sampled.gbe_loss_and_grad_sampled(H, Ss, J, 0.2, chunk_size=11)
     assert l2 == pytest.approx(l1, rel=1e-10)
     torch.testing.assert_close(g2, g1, rtol=1e-9, atol=1e-12)
 
@@ -150,15 +150,15 @@ def test_sampled_solver_is_exact_when_the_draws_cover_every_pair(kind):
     n = 37
     Y, H, _ = _setup(n=n)
     S = gbe.PairSimilarity(Y, kind, perplexity=3.0)
-    Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=4, chunk_size=7, perplexity=3.0)
+    Ss = gbe_sampled.SampledSimilarity(Y, kind, n_neighbors=4, chunk_size=7, perplexity=3.0)
     if kind == "perplexity":  # the neighbours are P's nonzeros, a different number per row
-        deg = (S.cache > 0).sum(1)
+        deg = (S.block(0, n) > 0).sum(1)
         assert Ss.degree.tolist() == deg.tolist() and int(deg.max()) < n - 1 and int(deg.min()) < int(deg.max())
         assert Ss.plogp == pytest.approx(S.plogp, rel=1e-12)
     J = torch.arange(n).repeat(-(-n // 11), 1)
     for q in ("mean", "sum"):
         l1, g1 = gbe.gbe_loss_and_grad(H, S, 0.2, q)
-        l2, g2 = gbe.gbe_loss_and_grad_sampled(H, Ss, J, 0.2, q, chunk_size=11)
+        l2, g2 = gbe_sampled.gbe_loss_and_grad_sampled(H, Ss, J, 0.2, q, chunk_size=11)
         assert l2 == pytest.approx(l1, rel=1e-10)
         torch.testing.assert_close(g2, g1, rtol=1e-9, atol=1e-12)
 
@@ -168,12 +168,12 @@ def test_neighbour_lookup_by_bitmap_and_by_sorted_keys_is_p_pattern(monkeypatch)
     # sorted keys: both give P's pattern, pair by pair
     n = 41
     Y, _, _ = _setup(n=n)
-    want = torch.as_tensor(gbe.PairSimilarity(Y, "perplexity", perplexity=3.0).cache > 0)
+    want = gbe.PairSimilarity(Y, "perplexity", perplexity=3.0).block(0, n) > 0
     key = torch.arange(n)[:, None] * n + torch.arange(n)[None, :]
-    by_bits = gbe.SampledSimilarity(Y, "perplexity", perplexity=3.0)
+    by_bits = gbe_sampled.SampledSimilarity(Y, "perplexity", perplexity=3.0)
     assert by_bits.bitmap is not None and by_bits.keys is None
-    monkeypatch.setattr(gbe, "BITMAP_MAX_BYTES", 0)
-    by_keys = gbe.SampledSimilarity(Y, "perplexity", perplexity=3.0)
+    monkeypatch.setattr(gbe_sampled, "BITMAP_MAX_BYTES", 0)
+    by_keys = gbe_sampled.SampledSimilarity(Y, "perplexity", perplexity=3.0)
     assert by_keys.bitmap is None
     assert torch.equal(by_bits.is_neighbour(key), want) and torch.equal(by_keys.is_neighbour(key), want)
     assert 0 < int(want.sum()) < n * (n - 1)
@@ -185,12 +185,13 @@ def test_cpu_fit_with_sparse_p_takes_all_blocks_at_once(monkeypatch):
     rng = np.random.default_rng(0)
     Y = rng.normal(size=(90, 6))
     calls = []
-    batched = gbe.gbe_loss_and_grad_sampled_batched
-    monkeypatch.setattr(gbe, "gbe_loss_and_grad_sampled_batched", lambda *a, **k: calls.append(1) or batched(*a, **k))
+    batched = gbe_sampled.gbe_loss_and_grad_sampled_batched
+    monkeypatch.setattr(gbe_sampled, "gbe_loss_and_grad_sampled_batched",
+                        lambda *a, **k: calls.append(1) or batched(*a, **k))
     kw = dict(similarity="perplexity", solver="approx", perplexity=5.0, chunk_size=16, max_iter=30, tol=0.0)
     got = gbe.fit_gbe(Y, 8, rng=np.random.default_rng(1), dtype=torch.float64, **kw)
     assert calls
-    monkeypatch.setattr(gbe, "gbe_loss_and_grad_sampled_batched", gbe.gbe_loss_and_grad_sampled)
+    monkeypatch.setattr(gbe_sampled, "gbe_loss_and_grad_sampled_batched", gbe_sampled.gbe_loss_and_grad_sampled)
     ref = gbe.fit_gbe(Y, 8, rng=np.random.default_rng(1), dtype=torch.float64, **kw)
     np.testing.assert_allclose(got.relaxed, ref.relaxed, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(got.codes, ref.codes)
@@ -204,12 +205,12 @@ def test_batched_sampled_gradient_equals_the_block_loop(kind, quantization):
     # last block of 6 rows
     n, chunk = 53, 8
     Y, H, _ = _setup(n=n)
-    Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=4, chunk_size=chunk, perplexity=3.0)
-    J = gbe.draw_columns(n, 9, chunk, torch.Generator().manual_seed(3))
+    Ss = gbe_sampled.SampledSimilarity(Y, kind, n_neighbors=4, chunk_size=chunk, perplexity=3.0)
+    J = gbe_sampled.draw_columns(n, 9, chunk, torch.Generator().manual_seed(3))
     J[0, :3] = torch.tensor([0, 1, 2])  # the block's own rows are drawn too (they count zero)
     for with_loss in (True, False):
-        l1, g1 = gbe.gbe_loss_and_grad_sampled(H, Ss, J, 0.2, quantization, chunk, with_loss=with_loss)
-        l2, g2 = gbe.gbe_loss_and_grad_sampled_batched(H, Ss, J, 0.2, quantization, chunk, with_loss=with_loss)
+        l1, g1 = gbe_sampled.gbe_loss_and_grad_sampled(H, Ss, J, 0.2, quantization, chunk, with_loss=with_loss)
+        l2, g2 = gbe_sampled.gbe_loss_and_grad_sampled_batched(H, Ss, J, 0.2, quantization, chunk, with_loss=with_loss)
         if with_loss:
             assert l2 == pytest.approx(l1, rel=1e-10)
         else:
@@ -221,12 +222,12 @@ def test_batched_sampled_gradient_equals_the_block_loop(kind, quantization):
 def test_sampled_gradient_is_unbiased(kind):
     Y, H, _ = _setup(n=50)
     S = gbe.PairSimilarity(Y, kind, perplexity=3.0)
-    Ss = gbe.SampledSimilarity(Y, kind, n_neighbors=3, perplexity=3.0)
+    Ss = gbe_sampled.SampledSimilarity(Y, kind, n_neighbors=3, perplexity=3.0)
     _, g_exact = gbe.gbe_loss_and_grad(H, S, 0.0)
     gen = torch.Generator().manual_seed(1)
     # the normaliser enters as 1/Z, so single draws are biased by O(var Z / Z^2); averaged over many
     # draws the estimate must come close to the exact gradient, much closer than one draw does
-    gs = [gbe.gbe_loss_and_grad_sampled(H, Ss, gbe.draw_columns(50, 40, 16, gen), 0.0, chunk_size=16)[1]
+    gs = [gbe_sampled.gbe_loss_and_grad_sampled(H, Ss, gbe_sampled.draw_columns(50, 40, 16, gen), 0.0, chunk_size=16)[1]
           for _ in range(400)]
     err = float((sum(gs) / len(gs) - g_exact).norm() / g_exact.norm())
     one = float((gs[0] - g_exact).norm() / g_exact.norm())
@@ -272,7 +273,7 @@ def test_auto_solver_switches_at_approx_min_n_for_both_similarities(monkeypatch)
         return lambda *a, **k: used.append(1) or real(*a, **k)
 
     for name in ("gbe_loss_and_grad_sampled", "gbe_loss_and_grad_sampled_batched"):  # the loop or all blocks at once
-        monkeypatch.setattr(gbe, name, counted(getattr(gbe, name)))
+        monkeypatch.setattr(gbe_sampled, name, counted(getattr(gbe_sampled, name)))
     for kind in ("clip", "perplexity"):
         for min_n, approx in ((41, False), (40, True)):
             monkeypatch.setattr(gbe, "APPROX_MIN_N", min_n)
@@ -294,3 +295,48 @@ def test_cuda_matches_cpu(solver, kind):
     a = gbe.fit_gbe(Y, 8, device="cpu", **kw)
     b = gbe.fit_gbe(Y, 8, device="cuda", **kw)
     np.testing.assert_allclose(b.relaxed, a.relaxed, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("dof,scale", [(1.0, 1.0), (3.0, 2.0)])
+def test_sparse_p_is_read_at_its_nonzeros_and_the_gradient_is_exact(dof, scale):
+    """The calibrated P is kept as its nonzeros (no n x n matrix); the step reads it there and
+    gives the loss and gradient of the dense formula (autograd)."""
+    n = 45
+    Y, H, _ = _setup(n=n)
+    S = gbe.PairSimilarity(Y, "perplexity", perplexity=4.0, chunk_size=7)
+    assert S.cache is None
+    P = S.block(0, n)
+    want = torch.as_tensor(gbe.perplexity_similarity(Y.numpy(), 4.0).toarray())
+    torch.testing.assert_close(P, want, rtol=1e-12, atol=1e-15)
+    Hr = H.clone().requires_grad_()
+    ref = gbe.gbe_loss_dense(Hr, P, gamma=0.3, kernel_dof=dof, kernel_scale=scale)
+    ref.backward()
+    loss, grad = gbe.gbe_loss_and_grad(H, S, gamma=0.3, chunk_size=7, kernel_dof=dof, kernel_scale=scale)
+    assert loss == pytest.approx(float(ref), rel=1e-12)
+    torch.testing.assert_close(grad, Hr.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_cosine_schedule_decays_the_step_and_settles():
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(3, 10))[np.repeat(np.arange(3), 20)] * 3 + rng.normal(size=(60, 10))
+    steps = []
+
+    class Spy(torch.optim.Adam):
+        def step(self, closure=None):
+            steps.append(self.param_groups[0]["lr"])
+            return super().step(closure)
+
+    real = torch.optim.Adam
+    try:
+        torch.optim.Adam = Spy
+        a = gbe.fit_gbe(Y, 8, similarity="perplexity", perplexity=5.0, lr=0.5, max_iter=40, tol=0.0,
+                        rng=1, dtype=torch.float64, schedule="cosine")
+    finally:
+        torch.optim.Adam = real
+    assert steps[0] == pytest.approx(0.5) and all(x > y for x, y in zip(steps, steps[1:], strict=False))
+    assert steps[-1] < 0.01
+    b = gbe.fit_gbe(Y, 8, similarity="perplexity", perplexity=5.0, lr=0.5, max_iter=40, tol=0.0,
+                    rng=1, dtype=torch.float64, schedule="cosine")
+    assert np.array_equal(a.codes, b.codes) and a.loss[-1][1] < a.loss[0][1]
+    with pytest.raises(ValueError, match="gbe_schedule must be"):
+        gbe.fit_gbe(Y, 8, schedule="linear")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
 
-from dmh.methods import cle, gbe
+from dmh.methods import gbe, knn
 from dmh.methods.knn import knn_torch
 
 torch = pytest.importorskip("torch")
@@ -16,7 +16,7 @@ def test_indices_match_the_numpy_search(exclude_self):
     X = rng.normal(size=(300, 7))
     X[10] = X[11]  # a duplicate pair: each is the other's nearest, at distance 0
     Q = X if exclude_self else rng.normal(size=(50, 7))
-    ref = cle._knn(X, Q, 6, exclude_self=exclude_self)
+    ref = knn._knn(X, Q, 6, exclude_self=exclude_self)
     got = knn_torch(X, Q, 6, exclude_self=exclude_self, device="cpu", chunk=64)  # several blocks
     # where the two copies tie at the last place either may be kept (both searches are exact)
     tie = np.isin(ref[:, -1], [10, 11]) & (np.isin(ref, [10, 11]).sum(1) == 1)
@@ -25,8 +25,8 @@ def test_indices_match_the_numpy_search(exclude_self):
     assert np.isin(got[tie][:, -1], [10, 11]).all()
     if exclude_self:
         assert 10 not in got[10] and 11 in got[10]
-    # the same through cle's entry point
-    np.testing.assert_array_equal(cle._knn(X, Q, 6, exclude_self=exclude_self, device="cpu"), ref)
+    # the same through the CPU entry point
+    np.testing.assert_array_equal(knn._knn(X, Q, 6, exclude_self=exclude_self, device="cpu"), ref)
 
 
 def test_float64_distances_match_scikit_learn():
@@ -63,8 +63,8 @@ def test_cle_neighbours_on_cuda_match_the_cpu():
     Zs = [rng.normal(size=(500, 40)), rng.normal(size=(500, 30))]
     masks = [np.ones(500, bool), np.ones(500, bool)]
     masks[0][:100] = False  # text-only objects
-    np.testing.assert_array_equal(cle.find_neighbours(Zs, masks, 3, 10, device="cuda"),
-                                  cle.find_neighbours(Zs, masks, 3, 10))
+    np.testing.assert_array_equal(knn.find_neighbours(Zs, masks, 3, 10, device="cuda"),
+                                  knn.find_neighbours(Zs, masks, 3, 10))
 
 
 def test_drop_self_removes_the_query_or_else_the_last_entry():
@@ -85,14 +85,14 @@ def test_symmetric_self_search_matches_the_row_block_search(n, k, monkeypatch):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(n, 9))
     X[10] = X[11]  # a duplicate pair: each is the other's nearest, at distance 0
-    ref = cle._knn(X, X, k, exclude_self=True)
-    got = cle._knn_self_symmetric(X, k, chunk=32)
+    ref = knn._knn(X, X, k, exclude_self=True)
+    got = knn._knn_self_symmetric(X, k, chunk=32)
     np.testing.assert_array_equal(got, ref)
-    monkeypatch.setattr(cle, "SYMMETRIC_MIN_N", n)  # cle's entry point takes it from that size on
+    monkeypatch.setattr(knn, "SYMMETRIC_MIN_N", n)  # the entry point takes it from that size on
     calls = []
-    monkeypatch.setattr(cle, "_knn_self_symmetric", lambda *a, **kw: calls.append(1) or got)
-    assert cle._knn(X, X, k, exclude_self=True) is got and calls
-    cle._knn(X, X.copy(), k, exclude_self=True)  # another array: the row-block search
-    monkeypatch.setattr(cle, "SYMMETRIC_MIN_N", n + 1)
-    cle._knn(X, X, k, exclude_self=True)
+    monkeypatch.setattr(knn, "_knn_self_symmetric", lambda *a, **kw: calls.append(1) or got)
+    assert knn._knn(X, X, k, exclude_self=True) is got and calls
+    knn._knn(X, X.copy(), k, exclude_self=True)  # another array: the row-block search
+    monkeypatch.setattr(knn, "SYMMETRIC_MIN_N", n + 1)
+    knn._knn(X, X, k, exclude_self=True)
     assert len(calls) == 1

@@ -3,15 +3,14 @@ no effect at all on fully paired data, and the paper preset unchanged."""
 
 import numpy as np
 import pytest
-import torch
 
 from dmh import DMH, make_semi_paired
-from dmh.methods import cle, gbe, unpaired
+from dmh.methods import cle, unpaired
 from dmh.methods.dmh import PRESETS
 
 TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30)
-PAPER_UNPAIRED = dict(unpaired_weight=1.0, unpaired_complement="neighbours", unpaired_dam=True)
-OPTIONS = (dict(unpaired_weight=0.3), dict(unpaired_complement="ridge"), dict(unpaired_dam=False))
+PAPER_UNPAIRED = dict(unpaired_complement="neighbours", unpaired_dam=True)
+OPTIONS = (dict(unpaired_complement="ridge"), dict(unpaired_dam=False))
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
@@ -23,7 +22,7 @@ def test_paper_preset_keeps_the_paper_behaviour(toy_data):
     assert {k: PRESETS["paper"][k] for k in PAPER_UNPAIRED} == PAPER_UNPAIRED
     semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
     a = DMH(8, random_state=3, preset="paper", **TINY).fit(semi)
-    b = DMH(8, random_state=3, preset="default", **TINY, **PRESETS["paper"]).fit(semi)
+    b = DMH(8, random_state=3, preset="default", **{**PRESETS["paper"], **TINY}).fit(semi)
     for x, y in zip(_codes(a, toy_data), _codes(b, toy_data), strict=True):
         assert np.array_equal(x, y)
 
@@ -51,22 +50,6 @@ def test_options_change_the_codes_on_semi_paired_data(toy_data, option):
     assert not all(np.array_equal(x, y) for x, y in zip(ca, cb, strict=True))
     c = DMH(8, random_state=3, **TINY, **{**PAPER_UNPAIRED, **option}).fit(semi)  # same seed, same codes
     assert all(np.array_equal(x, y) for x, y in zip(cb, _codes(c, toy_data), strict=True))
-
-
-def test_object_weights_scale_rows_and_columns_of_s_y():
-    rng = np.random.default_rng(0)
-    Y = torch.as_tensor(rng.normal(size=(7, 3)))
-    a = np.array([1, 1, 1, 0.5, 0.5, 0, 1.0])
-    for kind in ("clip", "perplexity"):
-        S0 = gbe.PairSimilarity(Y, kind, perplexity=2.0)
-        S1 = gbe.PairSimilarity(Y, kind, perplexity=2.0, weights=a)
-        P0, P1 = S0.block(0, 7), S1.block(0, 7)
-        expect = P0 * torch.as_tensor(np.outer(a, a))
-        assert torch.allclose(P1, expect / expect.sum())
-        assert float(P1[5].sum()) == 0.0 and float(P1.sum()) == pytest.approx(1.0)
-    assert unpaired.object_weights([np.ones(4, bool), np.ones(4, bool)], 0.3) is None
-    w = unpaired.object_weights([np.array([1, 1, 0, 1], bool), np.array([1, 1, 1, 0], bool)], 0.3)
-    assert w.tolist() == [1.0, 1.0, 0.3, 0.3]
 
 
 def test_ridge_complement_recovers_a_linear_cross_modal_map():
@@ -214,7 +197,6 @@ def test_dmh_ridge_solver(toy_data, monkeypatch):
 
 def test_bad_values_are_refused(toy_data):
     semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
-    for bad in (dict(unpaired_weight=1.5), dict(unpaired_weight="x"), dict(unpaired_complement="mean"),
-                dict(unpaired_dam="yes")):
+    for bad in (dict(unpaired_complement="mean"), dict(unpaired_dam="yes")):
         with pytest.raises(ValueError, match=next(iter(bad))):
             DMH(8, **TINY, **bad).fit(semi)

@@ -50,8 +50,9 @@ from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from ..errors import DataError, ParameterError
-from .knn import drop_self, knn_torch, rank_candidates
+from ..errors import ParameterError
+from . import cle_gram
+from .knn import find_neighbours, paired_neighbours, unpaired_neighbours  # noqa: F401 - CLE's neighbours
 
 
 def polar(M: np.ndarray) -> np.ndarray:
@@ -65,104 +66,6 @@ def polar(M: np.ndarray) -> np.ndarray:
         return inv_sqrt @ M if wide else M @ inv_sqrt
     U, _, Vt = np.linalg.svd(M, full_matrices=False)  # rank deficient: the SVD form is well defined
     return U @ Vt
-
-
-# ---------------------------------------------------------------------------------- neighbours
-def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self: bool,
-         chunk: int = 2048, device: str = "cpu") -> np.ndarray:
-    """Indices of the ``n_neighbors`` nearest rows of ``X_fit`` (Euclidean) for each query row,
-    nearest first, ties by index; ``exclude_self`` drops the query itself (``X_query is X_fit``).
-    Exact brute force with a float32 matrix product per block of queries; ``device`` other than
-    ``"cpu"`` runs the products on that torch device (:func:`dmh.methods.knn.knn_torch`). A set
-    searched among itself (``X_query is X_fit``, ``exclude_self``) from :data:`SYMMETRIC_MIN_N` rows
-    on takes :func:`_knn_self_symmetric` (each pair of row blocks multiplied once)."""
-    if device != "cpu":
-        return knn_torch(X_fit, X_query, n_neighbors, exclude_self=exclude_self, device=device)
-    if exclude_self and X_query is X_fit and X_fit.shape[0] >= SYMMETRIC_MIN_N:
-        return _knn_self_symmetric(X_fit, n_neighbors)
-    extra = 1 if exclude_self else 0
-    kk = min(n_neighbors + extra, X_fit.shape[0])
-    # each query row holds n float32 distances and n int64 partition indices: about 256 MiB per block
-    chunk = int(max(64, min(chunk, 2**28 // (12 * max(X_fit.shape[0], 1)))))
-    F = np.ascontiguousarray(X_fit, dtype=np.float32)
-    f_sq = np.einsum("ij,ij->i", F, F)
-    idx = np.empty((X_query.shape[0], kk), dtype=np.int64)
-    for s in range(0, X_query.shape[0], chunk):
-        Qc = np.ascontiguousarray(X_query[s : s + chunk], dtype=np.float32)
-        D = f_sq[None, :] - 2.0 * (Qc @ F.T)  # squared distance up to the query's own norm
-        if kk < F.shape[0]:
-            part = np.argpartition(D, kk - 1, axis=1)[:, :kk]
-        else:
-            part = np.tile(np.arange(kk), (Qc.shape[0], 1))
-        idx[s : s + Qc.shape[0]] = rank_candidates(part, np.take_along_axis(D, part, axis=1), kk)[0]
-    return drop_self(idx) if exclude_self else idx
-
-
-#: from this many objects on, a search of a set among itself computes each pair's product once
-#: (:func:`_knn_self_symmetric`); below, every row block against all rows, the reference path
-SYMMETRIC_MIN_N = 10_000
-
-
-def _knn_self_symmetric(X: np.ndarray, n_neighbors: int, chunk: int = 2048) -> np.ndarray:
-    """:func:`_knn` of ``X`` among itself (``exclude_self``) with half the products: the squared
-    distances are symmetric, so each pair of row blocks ``(a, b)``, ``a <= b``, is multiplied once
-    and serves the rows of both blocks. Each row keeps its best candidates over the blocks, ranked at
-    the end by distance, then index. The same neighbours as :func:`_knn` except where two distances
-    agree to float32 rounding (a product ``x_i'x_j`` and its transpose may round apart) or tie
-    exactly at the cut (which of the equals stays may differ)."""
-    n = X.shape[0]
-    kk = min(n_neighbors + 1, n)
-    F = np.ascontiguousarray(X, dtype=np.float32)
-    f_sq = np.einsum("ij,ij->i", F, F)
-    best_d = np.full((n, kk), np.inf, dtype=np.float32)
-    best_i = np.zeros((n, kk), dtype=np.int64)
-    starts = range(0, n, chunk)
-
-    def keep(rows: slice, D: np.ndarray, offset: int) -> None:
-        # the block's kk best per row joined with the row's best so far, the kk best of both kept
-        k_blk = min(kk, D.shape[1])
-        part = np.argpartition(D, k_blk - 1, axis=1)[:, :k_blk] if k_blk < D.shape[1] else \
-            np.tile(np.arange(D.shape[1]), (D.shape[0], 1))
-        cand_d = np.concatenate([best_d[rows], np.take_along_axis(D, part, axis=1)], axis=1)
-        cand_i = np.concatenate([best_i[rows], part + offset], axis=1)
-        top = np.argpartition(cand_d, kk - 1, axis=1)[:, :kk]
-        best_d[rows] = np.take_along_axis(cand_d, top, axis=1)
-        best_i[rows] = np.take_along_axis(cand_i, top, axis=1)
-
-    for a in starts:
-        ra = slice(a, min(a + chunk, n))
-        for b in starts:
-            if b < a:
-                continue
-            rb = slice(b, min(b + chunk, n))
-            G = F[ra] @ F[rb].T
-            keep(ra, f_sq[None, rb] - 2.0 * G, b)  # squared distances up to the query's own norm
-            if b != a:
-                keep(rb, f_sq[None, ra] - 2.0 * G.T, a)
-    idx, _ = rank_candidates(best_i, best_d, kk)
-    return drop_self(idx)
-
-
-def paired_neighbours(Z1p: np.ndarray, Z2p: np.ndarray, k: int, pool: int, device: str = "cpu") -> np.ndarray:
-    """k neighbours (indices into the paired set) of each paired object, from the intersection of
-    its neighbours in both description spaces (see the module docstring for the fallback)."""
-    n_m = Z1p.shape[0]
-    pool = min(max(pool, k), n_m - 1)
-    A = _knn(Z1p, Z1p, pool, exclude_self=True, device=device)
-    B = _knn(Z2p, Z2p, pool, exclude_self=True, device=device)
-    out = np.empty((n_m, k), dtype=np.int64)
-    for i in range(n_m):
-        r1 = {j: r for r, j in enumerate(A[i])}
-        r2 = {j: r for r, j in enumerate(B[i])}
-        cands = set(r1) | set(r2)
-        ordered = sorted(cands, key=lambda j: (not (j in r1 and j in r2), r1.get(j, pool) + r2.get(j, pool), j))
-        out[i] = ordered[:k]
-    return out
-
-
-def unpaired_neighbours(Zq: np.ndarray, Zp: np.ndarray, k: int, device: str = "cpu") -> np.ndarray:
-    """k nearest paired objects (indices into the paired set) of each unpaired object."""
-    return _knn(Zp, Zq, k, exclude_self=False, device=device)
 
 
 # ---------------------------------------------------------------------------------- W (Eq. 22)
@@ -240,7 +143,8 @@ ROTATE_MIN_LAM = 1.0
 
 
 def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float, eta: float,
-                   max_iter: int = 500, tol: float = 1e-8, overwrite: bool = False) -> np.ndarray:
+                   max_iter: int = 500, tol: float = 1e-8, overwrite: bool = False,
+                   extra=None) -> np.ndarray:
     """Exact minimiser of Eq. 6 over Y: solves ``Y A + 2 lam M Y + 2 eta n Y = sum_v Zbar^v Q^v``,
     ``A = sum_v Q^v'Q^v``, ``M = (I - W)'(I - W)``, by conjugate gradients (warm-started at ``Y0``).
 
@@ -254,15 +158,23 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
     iteration stays, and every result made with it before is reproduced bit for bit.
 
     ``overwrite=True`` lets the float32 plain iteration update ``Y0`` in place (one n x d array
-    less; :func:`fit_cle` passes it, as it replaces its Y by the result anyway)."""
+    less; :func:`fit_cle` passes it, as it replaces its Y by the result anyway).
+
+    ``extra``: views given by their terms instead, a list of ``(Zbar Q, Q'Q)`` (float64; the
+    views held by their Gram matrices, :mod:`dmh.methods.cle_gram`). Where ``A`` is a multiple of
+    the identity (every view's ``Q'Q = I`` exactly, as such a view's is) the product with it is a
+    scaling."""
     n, d = Y0.shape
-    A = sum(Q.T @ Q for Q in Qs) + 2.0 * eta * n * np.eye(d)
+    extra = extra or []
+    A = sum(Q.T @ Q for Q in Qs) + sum(QtQ for _, QtQ in extra) + 2.0 * eta * n * np.eye(d)
     IW = sparse.identity(n, format="csr") - Wm
     IWt = IW.T.tocsr()
     rotate = lam >= ROTATE_MIN_LAM
     if rotate:
         s, V = np.linalg.eigh((A + A.T) * 0.5)
     if Y0.dtype != np.float64:  # float32 (large n): every n x d array in float32, sums in float64
+        if extra:
+            raise ParameterError("y_update_exact: views given by their terms need float64")
         low = Y0.dtype
         if not rotate:
             return _cg_lowp(A.astype(low), IW.astype(low), IWt.astype(low), lam,
@@ -278,13 +190,15 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
         def op(Y):
             return Y * s + 2.0 * lam * (IWt @ (IW @ Y))
 
-        rhs = sum(Z @ (Q @ V) for Z, Q in zip(Zbars, Qs, strict=True))
+        rhs = sum(Z @ (Q @ V) for Z, Q in zip(Zbars, Qs, strict=True)) + sum(R @ V for R, _ in extra)
         Y = Y0 @ V
     else:
-        def op(Y):
-            return Y @ A + 2.0 * lam * (IWt @ (IW @ Y))
+        scalar = A[0, 0] if np.array_equal(A, A[0, 0] * np.eye(d)) else None
 
-        rhs = sum(Z @ Q for Z, Q in zip(Zbars, Qs, strict=True))
+        def op(Y):
+            return (Y * scalar if scalar is not None else Y @ A) + 2.0 * lam * (IWt @ (IW @ Y))
+
+        rhs = sum(Z @ Q for Z, Q in zip(Zbars, Qs, strict=True)) + sum(R for R, _ in extra)
         Y = Y0.copy()
     R = rhs - op(Y)
     P = R.copy()
@@ -393,15 +307,21 @@ def cle_objective(Zbars, Qs, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, e
                   Ms=None, sq_norms=None) -> float:
     """Eq. 6. ``Ms`` (``Zbar^v' Y``) and ``sq_norms`` (``||Zbar^v||^2``) may be passed to avoid
     recomputing them: ``||Z - Y Q'||^2 = ||Z||^2 - 2 tr(Q' Z'Y) + tr(Q'Q Y'Y)``."""
-    n = Y.shape[0]
     lowp = Y.dtype != np.float64  # float32 (large n): sums accumulated in float64, no n x d_v temporaries
     if Ms is None:
         Ms = [(Z.T @ Y).astype(np.float64, copy=False) for Z in Zbars]
     if sq_norms is None:
         sq_norms = [_sq(Z) if lowp else np.sum(Z * Z) for Z in Zbars]
+    terms = [(zz, np.sum(Q * M), Q.T @ Q) for zz, Q, M in zip(sq_norms, Qs, Ms, strict=True)]
+    return _objective(terms, Wm, Y, lam, eta)
+
+
+def _objective(terms, Wm: sparse.csr_matrix, Y: np.ndarray, lam: float, eta: float) -> float:
+    """Eq. 6 from each view's ``(||Zbar||^2, tr(Q' Zbar'Y), Q'Q)``."""
+    n = Y.shape[0]
+    lowp = Y.dtype != np.float64
     C = (Y.T @ Y).astype(np.float64, copy=False)
-    rec = sum(zz - 2.0 * np.sum(Q * M) + np.sum((Q.T @ Q) * C)
-              for zz, Q, M in zip(sq_norms, Qs, Ms, strict=True)) / (2.0 * n)
+    rec = sum(zz - 2.0 * qm + np.sum(QtQ * C) for zz, qm, QtQ in terms) / (2.0 * n)
     if lowp:
         return float(rec + lam / n * _sq(Y - Wm @ Y) + eta * _sq(Y))
     loc = lam / n * np.sum((Y - Wm @ Y) ** 2)
@@ -460,42 +380,21 @@ class CLEResult:
     converged: bool = False
 
 
-def find_neighbours(Zs, masks, k: int, pool: int, device: str = "cpu") -> np.ndarray:
-    """Global neighbour table (n x k) of every object; all neighbours are paired objects.
-    ``device``: where the distance products run (``"cpu"``: numpy; else a torch device)."""
-    paired = masks[0] & masks[1]
-    P = np.flatnonzero(paired)
-    n_m = P.size
-    if n_m < 2:
-        raise DataError(f"CLE needs at least 2 paired objects, got {n_m}")
-    k = min(k, n_m - 1)
-    n = paired.size
-    nbrs = np.empty((n, k), dtype=np.int64)
-    if n_m == n:  # fully paired: the views themselves, not copies of all their rows (gigabytes at 10^5)
-        nbrs[:] = paired_neighbours(Zs[0], Zs[1], k, pool, device=device)
-        return nbrs
-    nbrs[P] = P[paired_neighbours(Zs[0][P], Zs[1][P], k, pool, device=device)]
-    for v in (0, 1):
-        only = np.flatnonzero(masks[v] & ~paired)
-        if only.size:
-            nbrs[only] = P[unpaired_neighbours(Zs[v][only], Zs[v][P], k, device=device)]
-    return nbrs
-
-
 def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float = 0.01,
             max_iter: int = 30, tol: float = 1e-4, complement_how: str = "lle",
             q_method: str = "procrustes", y_method: str = "exact", w_reg: float = 0.1,
             neighbour_pool: int = 30, rng: np.random.Generator | None = None,
             Y_init: np.ndarray | None = None, nbrs: np.ndarray | None = None,
             timings: dict | None = None, dtype=np.float64, complement_given=None,
-            device: str = "cpu") -> CLEResult:
+            device: str = "cpu", gram: bool | None = None) -> CLEResult:
     """Algorithm 1. ``Zs``: the two description matrices (n x d_v; missing rows are ignored),
     ``masks``: their observed masks. Returns Y and the fitted state with the objective history.
     ``complement_given``, when given, holds one (n x d_v) array (or ``None``) per view: its rows
     that are not ``nan`` replace the complement of Eq. 5 for those objects (e.g.
     :func:`dmh.methods.unpaired.ridge_complement`).
     ``timings``, when given, accumulates the wall time of each step (``"neighbours"``, ``"q"``,
-    ``"w"``, ``"complement"``, ``"y"``, ``"objective"``) in seconds.
+    ``"w"``, ``"complement"``, ``"y"``, ``"objective"``, and ``"gram"`` for the Gram matrices) in
+    seconds.
 
     ``dtype=np.float32`` keeps every n x d array (Y, the conjugate-gradient vectors; pass the views
     in float32 too, see :func:`scale_view`) in single precision, halving CLE's memory for large n;
@@ -503,20 +402,43 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     Y-update's conjugate gradients stop at relative residual :data:`LOWP_CG_TOL` (float32 cannot
     reach the default 1e-8). ``np.float64`` (default) is the reference path, unchanged.
     ``device`` (a torch device name) runs the neighbour search's distance products there (exact
-    either way; the rest of CLE stays on the CPU)."""
+    either way; the rest of CLE stays on the CPU).
+
+    ``gram``: hold a view by its Gram matrix ``Zbar Zbar'`` (:mod:`dmh.methods.cle_gram`: the same
+    iterates up to rounding, much less work for a view with more features than objects). ``None``
+    (default): for each float64 view with more features than objects (and at least ``d`` objects)
+    whose ``Zbar`` stays fixed through the iterations (nothing missing, ``complement_how="zero"``,
+    or every missing row in ``complement_given``), with ``q_method="procrustes"`` and
+    ``y_method="exact"``; ``False``: never; ``True``: for every float64 view with at least ``d``
+    features where those conditions allow, whatever the sizes. ``CLEResult.Qs`` holds ``None`` for
+    such a view (its Q, d_v x d, is never formed)."""
     rng = np.random.default_rng(rng)
     n = masks[0].size
+    lowp = np.dtype(dtype) != np.float64
+    # views held by their Gram matrices: Zbar fixed for the whole fit (Algorithm 1's first Q-update
+    # sees the zero complement, D Zbar with D zeroing the missing rows; see cle_gram.GramView.begin)
+    grams = [None, None]
+    if gram is not False and not lowp and q_method == "procrustes" and y_method == "exact":
+        for v, (Z, m) in enumerate(zip(Zs, masks, strict=True)):
+            G = None if complement_given is None else complement_given[v]
+            fixed = m.all() or complement_how == "zero" or (G is not None and not np.isnan(G[~m, 0]).any())
+            if fixed and Z.shape[1] >= d and (gram or cle_gram.worth_it(Z.shape[1], n, d)):
+                with _timed(timings, "gram"):
+                    grams[v] = cle_gram.GramView(_given(complement(Z, m, None, None, "zero"), G))
     if nbrs is None:
         with _timed(timings, "neighbours"):
-            nbrs = find_neighbours(Zs, masks, k, neighbour_pool, device=device)
+            nbrs = find_neighbours(Zs, masks, k, neighbour_pool, device=device, grams=grams)
     k = nbrs.shape[1]
     # Algorithm 1 initialisation: random Y, uniform W, missing descriptions complemented with zeros
     Y = rng.standard_normal((n, d)) / np.sqrt(d) if Y_init is None else Y_init.copy()
-    lowp = np.dtype(dtype) != np.float64
     if lowp:
         Y = Y.astype(dtype)
     w = np.full((n, k), 1.0 / k)
-    Zbars = [complement(Z, m, nbrs, w, "zero") for Z, m in zip(Zs, masks, strict=True)]
+    Zbars = [None if g is not None else complement(Z, m, nbrs, w, "zero")
+             for Z, m, g in zip(Zs, masks, grams, strict=True)]
+    for g, m in zip(grams, masks, strict=True):
+        if g is not None:
+            g.begin(Y if m.all() else np.where(m[:, None], Y, 0.0))
     Qs = [None, None]
     history = []
     converged = False
@@ -525,30 +447,48 @@ def fit_cle(Zs, masks, *, d: int = 512, k: int = 3, lam: float = 0.1, eta: float
     Ms = [None, None]
     if lowp:  # Q's first update from float64 Zbar'Y too
         Ms = [(Zb.T @ Y).astype(np.float64) for Zb in Zbars]
+    sq_norms = [None if g is None else g.trace for g in grams]
     for it in range(1, max_iter + 1):  # noqa: B007 - `it` is reported after the loop
         with _timed(timings, "q"):
-            Qs = [q_update(Zb, Y, Qp, q_method, M=M) for Zb, Qp, M in zip(Zbars, Qs, Ms, strict=True)]
+            for v, g in enumerate(grams):
+                if g is None:
+                    Qs[v] = q_update(Zbars[v], Y, Qs[v], q_method, M=Ms[v])
+                else:
+                    g.q_update()
         with _timed(timings, "w"):
             w = lle_weights(Y, nbrs, w_reg=w_reg)
             Wm = weight_matrix(nbrs, w, n)
             if lowp:
                 Wm = Wm.astype(dtype)
         with _timed(timings, "complement"):
-            Zbars = [complement(Z, m, nbrs, w, complement_how) for Z, m in zip(Zs, masks, strict=True)]
-            if complement_given is not None:
-                Zbars = [_given(Zb, G) for Zb, G in zip(Zbars, complement_given, strict=True)]
+            for v, (Z, m, g) in enumerate(zip(Zs, masks, grams, strict=True)):
+                if g is None:
+                    Zbars[v] = complement(Z, m, nbrs, w, complement_how)
+                    if complement_given is not None:
+                        Zbars[v] = _given(Zbars[v], complement_given[v])
+        direct = [v for v, g in enumerate(grams) if g is None]
         with _timed(timings, "y"):
             if y_method == "exact":
-                Y = y_update_exact(Zbars, Qs, Wm, Y, lam, eta, overwrite=True)  # Y is this fit's own
+                extra = [(g.rhs(), g.QtQ) for g in grams if g is not None]
+                Y = y_update_exact([Zbars[v] for v in direct], [Qs[v] for v in direct], Wm, Y, lam, eta,
+                                   overwrite=True, extra=extra)  # Y is this fit's own
             elif y_method == "jacobi":
                 Y = y_update_jacobi(Zbars, Qs, Wm, Y, lam, eta)
             else:
                 raise ParameterError(f"y_update must be 'exact' or 'jacobi', got {y_method!r}")
         with _timed(timings, "objective"):
-            Ms = [Zb.T @ Y for Zb in Zbars]  # reused by the next Q-update (Zbar and Y unchanged until then)
-            if lowp:
-                Ms = [M.astype(np.float64) for M in Ms]
-            history.append(cle_objective(Zbars, Qs, Wm, Y, lam, eta, Ms=Ms))
+            terms = []
+            for v, g in enumerate(grams):
+                if g is None:
+                    Ms[v] = Zbars[v].T @ Y  # reused by the next Q-update (Zbar and Y unchanged until then)
+                    if lowp:
+                        Ms[v] = Ms[v].astype(np.float64)
+                    terms.append((_sq(Zbars[v]) if lowp else np.sum(Zbars[v] * Zbars[v]), np.sum(Qs[v] * Ms[v]),
+                                  Qs[v].T @ Qs[v]))
+                else:
+                    QtQ = g.QtQ
+                    terms.append((sq_norms[v], g.advance(Y), QtQ))  # advance: G Y for the next Q-update
+            history.append(_objective(terms, Wm, Y, lam, eta))
         # Eq. 6 is invariant to (Y, Q^v) -> (Y R, Q^v R) for any rotation R, so Y itself is only
         # defined up to rotation; convergence is judged on the objective (what S^Y sees, Y Y', is
         # rotation invariant too).

@@ -164,52 +164,24 @@ def _bf16_forward(ctx, inp, weight, bias, bufs):
     return torch.mm(inp_b, w_b.t()).float().add_(bias)
 
 
-class _LinearInto(torch.autograd.Function):
-    """``nn.Linear`` (the same ``addmm``) whose weight gradient goes into a kept buffer
-    (:func:`_weight_grad_into`); used for the first hidden layer in lean mode. With ``bufs`` (a
-    :class:`_Bf16Layer`) the products run in bfloat16 instead."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, bufs=None):
-        if bufs is not None:
-            return _bf16_forward(ctx, x, weight, bias, bufs)
-        ctx.bf16 = None
-        ctx.save_for_backward(x, weight)
-        return torch.addmm(bias, x, weight.t())
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad_bias = grad.sum(0) if ctx.needs_input_grad[2] else None
-        if ctx.bf16 is not None:
-            x_b, w_b, bufs = ctx.bf16
-            (weight,) = ctx.saved_tensors
-            grad_b = grad.to(torch.bfloat16)
-            grad_x = grad_b.mm(w_b).float() if ctx.needs_input_grad[0] else None
-            if ctx.needs_input_grad[1]:
-                bufs.grad_into(weight, grad_b, x_b)
-            return grad_x, None, grad_bias, None
-        x, weight = ctx.saved_tensors
-        grad_x = grad.mm(weight) if ctx.needs_input_grad[0] else None
-        if ctx.needs_input_grad[1]:
-            _weight_grad_into(weight, grad, x)
-        return grad_x, None, grad_bias, None
-
-
-class _FusionLinear(torch.autograd.Function):
-    """``Linear(cat([x, pooled]))`` whose backward skips the gradient of the raw input ``x``.
+class _FirstLinear(torch.autograd.Function):
+    """The first hidden layer in lean mode: ``nn.Linear`` (the same ``addmm``) over ``x``, or over
+    ``cat([x, pooled])`` for txtNet, whose weight gradient goes into a kept buffer
+    (:func:`_weight_grad_into`), and which skips the gradient of txtNet's raw input.
 
     Autograd computes the gradient of the whole concatenated input (the fusion's scales need the
     pooled part's) and drops the raw part, which is most of its columns: for a 2000-d text input
-    that is a (batch x hidden x 2000) product per step thrown away. The forward is the same
-    ``addmm`` as ``nn.Linear``; the backward computes the weight's, the bias's and the pooled
-    columns' gradients only (equal to autograd's up to floating-point rounding); the weight's goes
-    into a kept buffer (:func:`_weight_grad_into`). With ``bufs`` (a :class:`_Bf16Layer`) the
-    products run in bfloat16 instead."""
+    that is a (batch x hidden x 2000) product per step thrown away. Here the backward computes the
+    weight's, the bias's and the gradient of the input after its first ``n_raw`` columns only: all
+    of ``x`` without ``pooled``, the pooled columns with it (equal to autograd's up to
+    floating-point rounding). With ``bufs`` (a :class:`_Bf16Layer`) the products run in bfloat16
+    instead."""
 
     @staticmethod
     def forward(ctx, x, pooled, weight, bias, bufs=None):
-        inp = torch.cat([x, pooled], dim=1)
-        ctx.n_raw = x.shape[1]
+        inp = x if pooled is None else torch.cat([x, pooled], dim=1)
+        ctx.n_raw = 0 if pooled is None else x.shape[1]
+        ctx.grad_at = 0 if pooled is None else 1  # the input whose gradient is returned
         if bufs is not None:
             return _bf16_forward(ctx, inp, weight, bias, bufs)
         ctx.bf16 = None
@@ -219,19 +191,22 @@ class _FusionLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         grad_bias = grad.sum(0) if ctx.needs_input_grad[3] else None
+        want_input = ctx.needs_input_grad[ctx.grad_at]
         if ctx.bf16 is not None:
             inp_b, w_b, bufs = ctx.bf16
             (weight,) = ctx.saved_tensors
             grad_b = grad.to(torch.bfloat16)
-            grad_pooled = grad_b.mm(w_b[:, ctx.n_raw:]).float() if ctx.needs_input_grad[1] else None
+            grad_in = grad_b.mm(w_b[:, ctx.n_raw:]).float() if want_input else None
             if ctx.needs_input_grad[2]:
                 bufs.grad_into(weight, grad_b, inp_b)
-            return None, grad_pooled, None, grad_bias, None
-        inp, weight = ctx.saved_tensors
-        grad_pooled = grad.mm(weight[:, ctx.n_raw:]) if ctx.needs_input_grad[1] else None
-        if ctx.needs_input_grad[2]:
-            _weight_grad_into(weight, grad, inp)
-        return None, grad_pooled, None, grad_bias, None
+        else:
+            inp, weight = ctx.saved_tensors
+            grad_in = grad.mm(weight[:, ctx.n_raw:]) if want_input else None
+            if ctx.needs_input_grad[2]:
+                _weight_grad_into(weight, grad, inp)
+        grads = [None, None, None, grad_bias, None]
+        grads[ctx.grad_at] = grad_in
+        return tuple(grads)
 
 
 class HashNet(nn.Module):
@@ -253,7 +228,7 @@ class HashNet(nn.Module):
     @property
     def lean(self) -> bool:
         """Cheaper training kernels for the same model: txtNet's first layer through
-        :class:`_FusionLinear` (no gradient for the raw input) and :class:`LRN`'s shifted-sum
+        :class:`_FirstLinear` (no gradient for the raw input) and :class:`LRN`'s shifted-sum
         window. Not a parameter: the saved state is the same either way, and the outputs are equal
         up to floating-point rounding."""
         return self._lean
@@ -303,15 +278,15 @@ class HashNet(nn.Module):
         if not custom:
             return self.body(self.fusion(x) if self.fusion is not None else x)
         first = self.body[0]
+        pooled = None
         if self.fusion is not None and not self.fusion.kernels:
             # no pooled channels (text too short): nothing for lean mode to skip
             if self._bf16 is None:
                 return self.body(self.fusion(x))
-            return self.body[1:](_LinearInto.apply(self.fusion(x), first.weight, first.bias, self._bf16))
-        if self.fusion is None:
-            return self.body[1:](_LinearInto.apply(x, first.weight, first.bias, self._bf16))
-        pooled = torch.cat(self.fusion.pooled(x), dim=1)
-        return self.body[1:](_FusionLinear.apply(x, pooled, first.weight, first.bias, self._bf16))
+            x = self.fusion(x)
+        elif self.fusion is not None:
+            pooled = torch.cat(self.fusion.pooled(x), dim=1)
+        return self.body[1:](_FirstLinear.apply(x, pooled, first.weight, first.bias, self._bf16))
 
     def forward(self, x):
         return torch.tanh(self.head(self.features(x)))
@@ -323,20 +298,14 @@ def make_net(modality: str, in_features: int, n_bits: int, hidden) -> HashNet:
 
 def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: float, batch_size: int,
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
-              progress=None, device: str = "cpu", tol: float | None = None, holdout: float = 0.1,
-              val_history: list | None = None, weight_decay: float = 0.0, agreement: list | None = None,
-              agree_tol: float | None = None, agree_ref: float | None = None) -> tuple[list, torch.optim.Optimizer]:
-    """Fit Eq. 12 for one network by mini-batch Adam (fused kernel; L2 ``weight_decay``, 0 = the paper);
-    returns the mean loss of each epoch.
+              progress=None, device: str = "cpu", agreement: list | None = None,
+              agree_tol: float | None = None, agree_ref: float | None = None,
+              agree_target: float | None = None) -> tuple[list, torch.optim.Optimizer]:
+    """Fit Eq. 12 for one network by mini-batch Adam (fused kernel); returns the mean loss of each
+    epoch.
 
     ``net`` must already be on ``device``; the data are moved there, the batch order is drawn by
     ``generator`` on the CPU (so it does not depend on the device).
-
-    ``epochs`` is a fixed count when ``tol`` is None. Otherwise it is the most epochs, a fraction
-    ``holdout`` of the rows (drawn by ``generator``) is kept out of training, and training stops
-    after the first epoch that lowers their loss (Eq. 12 against the codes: no labels) by less
-    than ``tol`` relative; their losses, before training and after each epoch, are appended to
-    ``val_history``.
 
     ``agreement`` (a list) receives each epoch's bit agreement: the fraction of target bits whose
     sign the network's outputs reproduced on that epoch's batches (measured as they were trained,
@@ -344,24 +313,13 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
     raises the agreement by less than ``agree_tol`` over the epoch before; after the first epoch
     it stops when the agreement is already within ``agree_tol`` of ``agree_ref`` (the agreement
     this network had reached on its previous targets), so a warm-started network whose targets
-    barely changed trains for one pass. Labels play no part."""
+    barely changed trains for one pass. With ``agree_target`` set, training stops after the first
+    epoch whose agreement reaches it. At most ``epochs`` epochs; labels play no part."""
     Xt = torch.as_tensor(X, dtype=torch.float32).to(device)
     Ht = torch.as_tensor(H, dtype=torch.float32).to(device)
-    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True,
-                                                                   weight_decay=weight_decay)
+    opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True)
     history = []
     n = Xt.shape[0]
-    val = None
-    if tol is not None and n >= 2:
-        order = torch.randperm(n, generator=generator).to(device)
-        n_val = min(max(1, int(round(holdout * n))), n - 1)
-        val, train_rows = order[:n_val], order[n_val:]
-        Xv, Hv = Xt[val], Ht[val]
-        Xt, Ht = Xt[train_rows], Ht[train_rows]
-        n = Xt.shape[0]
-        prev = _mean_loss(net, Xv, Hv)
-        if val_history is not None:
-            val_history.append(prev)
     fracs = []
     net.train()
     # lean float32 nets accumulate their hidden layer's weight gradient into a kept buffer: zero it,
@@ -386,6 +344,8 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
         fracs.append(float(agree) / max(1, n * Ht.shape[1]))
         if agreement is not None:
             agreement.append(fracs[-1])
+        if agree_target is not None and fracs[-1] >= agree_target:
+            break
         if agree_tol is not None:
             if len(fracs) == 1:
                 stop = agree_ref is not None and fracs[-1] >= agree_ref - agree_tol
@@ -393,26 +353,7 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
                 stop = fracs[-1] - fracs[-2] < agree_tol
             if stop:
                 break
-        if val is not None:
-            cur = _mean_loss(net, Xv, Hv)
-            if val_history is not None:
-                val_history.append(cur)
-            stop = prev - cur < tol * prev
-            prev = cur
-            if stop:
-                break
     return history, opt
-
-
-@torch.no_grad()
-def _mean_loss(net: HashNet, X: torch.Tensor, H: torch.Tensor, batch_size: int = 2048) -> float:
-    """Eq. 12 averaged over the rows of ``X`` (network left in training mode)."""
-    net.eval()
-    total = 0.0
-    for s in range(0, X.shape[0], batch_size):
-        total += float(((net(X[s : s + batch_size]) - H[s : s + batch_size]) ** 2).sum())
-    net.train()
-    return total / X.shape[0]
 
 
 @torch.no_grad()

@@ -6,43 +6,35 @@ of :mod:`dmh.methods.cle`, :mod:`dmh.methods.gbe` and :mod:`dmh.methods.dam` for
 
 from __future__ import annotations
 
-import numbers
 import time
 from functools import partial
 
 import numpy as np
 
 from .._memory import release_free_memory
-from .._validation import check_choice, check_int, check_real
 from ..base import BaseHasher
 from ..data import CrossModalData
-from ..errors import ParameterError, check_finite_memory
 from . import cle as cle_mod
 from . import unpaired
+from .dmh_options import (  # noqa: F401 - the options' names, as dmh.methods.dmh has always given them
+    FIT_MEMORY_BASE,
+    GAMMA_REFERENCE_BITS,
+    GBE_WARM_LR,
+    GBE_WARM_STEPS,
+    PRESETS,
+    REMOVED_OPTIONS,
+    SPARSE_ZERO_SHARE,
+    DMHOptions,
+    fit_memory_bytes,
+    native_bf16,
+    resolve_device,
+    sparse_view,
+)
 
 __all__ = ["DMH", "PRESETS"]
 
-#: the code length at which ``gamma`` keeps its value under ``gamma_scaling="bits"``: the paper sets
-#: gamma = 0.01 and studies its sensitivity at 16 bits (its Fig. 5)
-GAMMA_REFERENCE_BITS = 16
 
-#: Values of the options beyond the paper that a ``preset`` gives when they are left as ``None``.
-#: ``"paper"`` is the implementation of the paper as it stood before these options existed (same
-#: codes for the same seed); ``"default"`` is the setting chosen by the label-free procedure of
-#: :mod:`dmh.selection` (see docs/quality.md for the evidence).
-PRESETS = {
-    "paper": dict(similarity="clip", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                  dam_weight_decay=0.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64", unpaired_weight=1.0,
-                  unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature",
-                  gamma_scaling="none"),
-    "default": dict(similarity="perplexity", perplexity=30.0, kernel_scale=1.0, gbe_balance=0.0, gbe_decorrelation=0.0,
-                    dam_weight_decay=0.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto", unpaired_weight=1.0,
-                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto",
-                    gamma_scaling="none"),
-}
-
-
-class DMH(BaseHasher):
+class DMH(DMHOptions, BaseHasher):
     """Deep Manifold Hashing for semi-paired, unlabeled image-text data.
 
     Parameters (paper defaults in brackets)
@@ -69,11 +61,7 @@ class DMH(BaseHasher):
         Mini-batch size of DAM.
     dam_epochs : int
         Passes over the data per network and round (the paper gives no number); the most passes
-        when ``dam_tol`` is set.
-    dam_tol : float or None
-        None: always ``dam_epochs`` passes. A number: keep 10% of each network's training objects
-        out of its training and stop after the first pass that lowers their loss (Eq. 12, against
-        the codes, so no labels) by less than ``dam_tol`` relative.
+        under ``dam_stop="agreement"`` or ``dam_agree_target``.
     dam_stop : {"fixed", "agreement"} or None
         ``"fixed"`` (the paper preset): ``dam_epochs`` passes in every round. ``"agreement"`` (the
         default preset): the first round (networks trained from scratch) still makes
@@ -85,6 +73,11 @@ class DMH(BaseHasher):
         ``None``: the preset's.
     dam_agree_tol : float [0.001]
         Tolerance of ``dam_stop="agreement"``, as a fraction of the target bits.
+    dam_agree_target : float or None
+        A network's training in a round also stops after the first pass whose bit agreement with
+        GBE's codes (on its training batches) reaches this level (``None``: no such stop; the paper
+        preset's). The default preset's 0.995: the networks copy 99.5% of the codes' bits before the
+        agreement rule's 0.001 a pass would stop them (docs/speed.md).
     dam_lean : bool or None
         Train with cheaper kernels for the same networks: txtNet's first layer skips the gradient
         of the raw text input (only the pooled channels' is needed; autograd computed and dropped a
@@ -120,14 +113,27 @@ class DMH(BaseHasher):
     gbe_init : {"pca", "projection", "random"}
         Initial relaxed codes of the first round; later rounds warm-start from the previous one
         (see :func:`dmh.methods.gbe.init_codes` and docs/method.md).
-    cle_max_iter, cle_tol, gbe_max_iter, gbe_tol, gbe_lr, neighbour_pool, w_reg, chunk_size
+    cle_max_iter, cle_tol, neighbour_pool, w_reg, chunk_size
         Solver settings.
+    gbe_lr, gbe_max_iter, gbe_tol : float, int, float or None
+        GBE's Adam step on the relaxed codes, its most steps and the relative change of the loss
+        (checked every 10 steps) at which it stops; ``None``: the preset's (``"paper"``: 0.05, 150,
+        1e-5; ``"default"``: 0.5, 80, 5e-4).
+    gbe_schedule : {"constant", "cosine"} or None
+        GBE's step size: ``gbe_lr`` throughout (the paper preset) or decaying from ``gbe_lr`` to zero
+        over ``gbe_max_iter`` steps along a half cosine (the default preset), where the rounds that
+        warm-start from the previous round's codes begin at :data:`GBE_WARM_LR` of the step and get
+        :data:`GBE_WARM_STEPS` of the budget (docs/method.md). ``None``: the preset's.
+    cle_gram : bool or None
+        Hold a CLE view with more features than objects (the networks' 4096-d features from the
+        second round on) by its Gram matrix: the same iterates up to rounding, a fraction of the
+        work (:mod:`dmh.methods.cle_gram`). ``None``: the preset's (off in ``"paper"``, whose codes
+        stay bit for bit).
     gbe_solver : {"auto", "exact", "approx"}
         GBE's gradient over all n^2 pairs (``"exact"``) or its O(n k) estimate from each object's
         nearest neighbours of S^Y (for ``similarity="perplexity"`` the nonzeros of P) plus
         sampled pairs (``"approx"``); ``"auto"`` switches to ``"approx"`` from
-        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, unless
-        ``kernel_scale``, ``gbe_balance`` or ``gbe_decorrelation`` is set (exact solver only).
+        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on.
     device : {"auto", "cpu", "cuda"}
         Where GBE and DAM run (``"auto"``: CUDA when available). CLE and all randomness stay on the
         CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.
@@ -144,22 +150,12 @@ class DMH(BaseHasher):
         at a fixed ``gamma`` the pull towards +-1 outweighs the embedding more the longer the codes
         (at the start of GBE 0.14 of the KL gradient at 16 bits, 0.81 at 128 on UCI digits);
         ``"bits"`` keeps the paper's 16-bit balance at every length. ``"none"``: the paper.
-    kernel_scale : float, "bits" or None
-        GBE's Student-t kernel ``(1 + D/s)^-1`` on ``D = Hamming distance``; ``"bits"`` sets
-        ``s = n_bits / 16`` (a distance means the same fraction of the bits at every code length).
-    gbe_balance, gbe_decorrelation : float or None
-        Weights of GBE's bit-balance and bit-decorrelation terms (0: off, the paper).
-    dam_weight_decay : float or None
-        L2 weight decay of DAM's Adam (0: off, the paper).
     cle_dtype : {"auto", "float64", "float32"} or None
         Precision of CLE's n x d arrays (the scaled views, Y, the conjugate-gradient vectors; sums
         and small matrices stay float64). ``"float32"`` halves CLE's memory, the largest part of a
         fit beyond 10^5 objects; ``"auto"`` (default preset) uses it from
         :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, where GBE's solver
         also switches; the paper preset keeps ``"float64"`` (its codes are unchanged).
-    unpaired_weight : float in [0, 1] or None
-        Weight of the unpaired objects in GBE's S^Y: their rows and columns are scaled by it
-        (``a_i a_j S_ij``, renormalised; 1: the paper). See :mod:`dmh.methods.unpaired`.
     unpaired_complement : {"neighbours", "ridge"} or None
         How CLE complements an unpaired object's missing description (with ``complement="lle"``):
         Eq. 5 from its nearest paired neighbours in its own view (``"neighbours"``, the paper), or
@@ -231,19 +227,23 @@ class DMH(BaseHasher):
     #: options added after results were written, with the value those results ran with: a cell
     #: leaves them out of its key at that value, so finished runs stay reusable
     #: (:func:`dmh.evaluation.full_params`)
-    key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn"}
+    #: options removed, at the value the fit always uses: kept in cell keys (:data:`REMOVED_OPTIONS`)
+    removed_options = REMOVED_OPTIONS
+    key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
+                   "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None}
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
                  complement="lle", binary_embedding="gbe", refresh_features=True, similarity=None,
                  quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
-                 cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=150, gbe_tol=1e-5, gbe_lr=0.05,
+                 cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=None, gbe_tol=None, gbe_lr=None,
                  neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
-                 gbe_solver="auto", device="auto", dam_tol=None, preset="default", perplexity=None,
-                 kernel_scale=None, gbe_balance=None, gbe_decorrelation=None, dam_weight_decay=None,
-                 dam_stop=None, dam_agree_tol=1e-3, dam_lean=None, record_diagnostics=False, cle_dtype=None,
-                 unpaired_weight=None, unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
-                 dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn"):
+                 gbe_solver="auto", device="auto", preset="default", perplexity=None,
+                 dam_stop=None, dam_agree_tol=1e-3, dam_agree_target=None, dam_lean=None, record_diagnostics=False,
+                 cle_dtype=None,
+                 unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
+                 dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
+                 cle_gram=None):
         self.n_bits = n_bits
         self.d = d
         self.k = k
@@ -277,51 +277,22 @@ class DMH(BaseHasher):
         self.verbose = verbose
         self.gbe_solver = gbe_solver
         self.device = device
-        self.dam_tol = dam_tol
         self.preset = preset
         self.perplexity = perplexity
-        self.kernel_scale = kernel_scale
-        self.gbe_balance = gbe_balance
-        self.gbe_decorrelation = gbe_decorrelation
-        self.dam_weight_decay = dam_weight_decay
         self.dam_stop = dam_stop
         self.dam_agree_tol = dam_agree_tol
+        self.dam_agree_target = dam_agree_target
         self.dam_lean = dam_lean
         self.record_diagnostics = record_diagnostics
         self.cle_dtype = cle_dtype
-        self.unpaired_weight = unpaired_weight
         self.unpaired_complement = unpaired_complement
         self.unpaired_dam = unpaired_dam
         self.cle_scaling = cle_scaling
         self.dam_precision = dam_precision
         self.gamma_scaling = gamma_scaling
         self.ridge_solver = ridge_solver
-
-    def _opt(self, name):
-        """An option's value: as given, or the preset's when ``None``."""
-        value = getattr(self, name)
-        if value is None and name in PRESETS.get(self.preset, {}):
-            return PRESETS[self.preset][name]
-        return value
-
-    @staticmethod
-    def preset_options(params: dict) -> dict:
-        """The options that ``params`` (a ``get_params`` dict) leaves as ``None``, with the values
-        its ``preset`` gives them; ``{}`` for an unknown preset (``fit`` reports it)."""
-        name = params.get("preset", "default")
-        preset = PRESETS.get(name) if isinstance(name, str) else None
-        if preset is None:
-            return {}
-        return {k: v for k, v in preset.items() if params.get(k) is None}
-
-    def _view_scalings(self, raws: dict, masks) -> dict:
-        """How each view enters CLE's first round: ``{"image": "feature"|"view", "text": ...}``
-        (``cle_scaling``, with ``"auto"`` resolved per view by :func:`sparse_view`)."""
-        how = self._opt("cle_scaling")
-        if how != "auto":
-            return {m: how for m in ("image", "text")}
-        return {m: "view" if sparse_view(raws[m], mask) else "feature"
-                for m, mask in zip(("image", "text"), masks, strict=True)}
+        self.gbe_schedule = gbe_schedule
+        self.cle_gram = cle_gram
 
     def _first_view(self, m, raws, X, mask, cle_dtype):
         """View ``m`` as CLE's first round sees it, per :attr:`cle_scaling_`."""
@@ -330,89 +301,6 @@ class DMH(BaseHasher):
         if cle_dtype == np.float64:  # every feature standardised
             return cle_mod.scale_view(X[m], mask)
         return cle_mod.scale_view(X.float32(m), mask, cle_dtype, inplace=True)  # a float32 copy, scaled in place
-
-    def _cle_dtype(self, n: int):
-        """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
-        value = self._opt("cle_dtype")
-        if value == "auto":
-            value = "float32" if n >= _approx_min_n() else "float64"
-        return np.dtype(value)
-
-    def _gamma(self) -> float:
-        """GBE's quantization weight: ``gamma``, times ``16 / n_bits`` under ``gamma_scaling="bits"``."""
-        if self._opt("gamma_scaling") == "bits":
-            return float(self.gamma) * GAMMA_REFERENCE_BITS / self.n_bits_
-        return float(self.gamma)
-
-    def _kernel_scale(self) -> float:
-        s = self._opt("kernel_scale")
-        if s == "bits":
-            return self.n_bits_ / 16.0
-        return float(s)
-
-    # ------------------------------------------------------------------ validation
-    def _check_params(self):
-        choices = {
-            "complement": ("lle", "zero"),
-            "binary_embedding": ("gbe", "pca"),
-            "similarity": ("clip", "shift", "raw", "perplexity"),
-            "quantization": ("mean", "sum"),
-            "q_update": ("procrustes", "paper"),
-            "y_update": ("exact", "jacobi"),
-            "gbe_init": ("pca", "projection", "random"),
-            "gbe_solver": ("auto", "exact", "approx"),
-            "device": ("auto", "cpu", "cuda"),
-            "dam_stop": ("fixed", "agreement"),
-            "cle_dtype": ("auto", "float64", "float32"),
-            "unpaired_complement": ("neighbours", "ridge"),
-            "cle_scaling": ("feature", "view", "auto"),
-            "dam_precision": ("float32", "bfloat16", "auto"),
-            "gamma_scaling": ("none", "bits"),
-            "ridge_solver": ("sklearn", "dual"),
-        }
-        if not isinstance(self.preset, str) or self.preset not in PRESETS:
-            raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
-        scale = self._opt("kernel_scale")
-        if not (isinstance(scale, str) and scale == "bits"):
-            ok = isinstance(scale, numbers.Real) and not isinstance(scale, bool) and bool(np.isfinite(scale))
-            if not ok or scale <= 0:
-                raise ParameterError(f"kernel_scale must be a positive number or 'bits', got {scale!r}")
-        check_real(self._opt("perplexity"), "perplexity", low=1.0, low_inclusive=False)
-        if not isinstance(self._opt("dam_lean"), (bool, np.bool_)):
-            raise ParameterError(f"dam_lean must be True, False or None, got {self.dam_lean!r}")
-        check_real(self._opt("unpaired_weight"), "unpaired_weight", low=0.0, high=1.0)
-        if not isinstance(self._opt("unpaired_dam"), (bool, np.bool_)):
-            raise ParameterError(f"unpaired_dam must be True or False, got {self._opt('unpaired_dam')!r}")
-        for name in ("gbe_balance", "gbe_decorrelation", "dam_weight_decay"):
-            check_real(self._opt(name), name)
-        for name, allowed in choices.items():
-            value = self._opt(name)
-            if not isinstance(value, str):
-                raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-            check_choice(value, name, allowed)
-        for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
-                     "neighbour_pool", "chunk_size"):
-            check_int(getattr(self, name), name)
-        check_int(self.dam_epochs, "dam_epochs", minimum=0)
-        if self.dam_tol is not None:
-            check_real(self.dam_tol, "dam_tol")
-        check_real(self.dam_agree_tol, "dam_agree_tol")
-        for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
-            check_real(getattr(self, name), name)
-        for name in ("image_lr", "text_lr", "gbe_lr"):
-            check_real(getattr(self, name), name, low_inclusive=False)
-
-    def _check_memory(self, data: CrossModalData) -> None:
-        """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits):
-        :func:`fit_memory_bytes`, the estimated peak of the fit, against the machine's memory."""
-        n = data.n_objects
-        n_bytes = fit_memory_bytes(
-            n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits_,
-            cle_bytes=self._cle_dtype(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
-            exact_gbe=self.gbe_solver == "exact" or (self.gbe_solver == "auto" and n < _approx_min_n()),
-            input_bytes=data.image.itemsize, fully_paired=data.is_fully_paired,
-        )
-        check_finite_memory(n_bytes, "DMH", f"hidden_size={self.hidden_size}, d={self.d}, n_bits={self.n_bits_}")
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
@@ -486,7 +374,7 @@ class DMH(BaseHasher):
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
                     q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
                     neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, dtype=cle_dtype,
-                    complement_given=given, device=device,
+                    complement_given=given, device=device, gram=None if self._opt("cle_gram") else False,
                 )
                 t.update({f"cle_{key}": v for key, v in cle_t.items()})
                 Y = res.Y
@@ -499,15 +387,13 @@ class DMH(BaseHasher):
                 t0 = time.perf_counter()
                 if self.binary_embedding == "gbe":
                     gbe_t = {}
+                    lr, max_iter = self._gbe_budget(warm=H_relaxed is not None)
                     g = gbe.fit_gbe(
                         Y, self.n_bits_, gamma=self._gamma(), similarity=self._opt("similarity"),
                         quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
-                        lr=self.gbe_lr, max_iter=self.gbe_max_iter, tol=self.gbe_tol,
+                        lr=lr, max_iter=max_iter, tol=self._opt("gbe_tol"), schedule=self._opt("gbe_schedule"),
                         chunk_size=self.chunk_size, rng=rng, perplexity=self._opt("perplexity"),
-                        kernel_scale=self._kernel_scale(), balance=self._opt("gbe_balance"),
-                        decorrelation=self._opt("gbe_decorrelation"),
                         solver=self.gbe_solver, device=device, timings=gbe_t,
-                        object_weights=unpaired.object_weights(masks, self._opt("unpaired_weight")),
                     )
                     t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
                     H, H_relaxed = g.codes, g.relaxed
@@ -532,21 +418,18 @@ class DMH(BaseHasher):
             t0 = time.perf_counter()
             for m, mask in zip(modalities, train_masks, strict=True):
                 t1 = time.perf_counter()
-                held_out = []
                 agreement = []
                 warm_stop = self._opt("dam_stop") == "agreement" and r > 0
                 losses, opts[m] = dam.train_net(
                     nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
-                    tol=self.dam_tol, val_history=held_out, weight_decay=self._opt("dam_weight_decay"),
                     agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
-                    agree_ref=agree_last[m],
+                    agree_ref=agree_last[m], agree_target=self._opt("dam_agree_target"),
                 )
                 if agreement:
                     agree_last[m] = agreement[-1]
                 history.setdefault(f"dam_{m}_agreement", []).append(agreement)
                 history[f"dam_{m}"].append(losses)
-                history.setdefault(f"dam_{m}_heldout", []).append(held_out)
                 release_free_memory()  # after one modality's float32 inputs, before the next
                 t[f"dam_{m}"] = time.perf_counter() - t1
             if self.record_diagnostics:
@@ -626,36 +509,6 @@ class DMH(BaseHasher):
             self.nets_[m] = net
 
 
-def resolve_device(device: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when torch sees a GPU, else ``"cpu"``; ``"cuda"`` without one is an error."""
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ParameterError("device='cuda' but torch sees no CUDA GPU; use device='cpu' or 'auto'")
-    return device
-
-
-def native_bf16(device: str) -> bool:
-    """Whether ``device`` multiplies bfloat16 natively: a CUDA GPU that torch says supports it, or
-    a CPU whose flags (Linux ``/proc/cpuinfo``) list AVX512-BF16 or AMX-BF16. Elsewhere ``False``
-    (bfloat16 would be emulated, slower than float32)."""
-    import torch
-
-    if device == "cuda":
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False
-
-
 def align_bits(H: np.ndarray, H_ref: np.ndarray) -> np.ndarray:
     """Permute and flip the bits (columns) of ``H`` to agree best with ``H_ref``: the assignment
     maximising the total absolute agreement, then each bit's sign to make its agreement positive."""
@@ -678,22 +531,6 @@ def pca_codes(Y: np.ndarray, n_bits: int) -> np.ndarray:
     r = min(n_bits, Vt.shape[0])
     P[:, :r] = Vt[:r].T
     return np.where(Yc @ P > 0, 1, -1).astype(np.int8)
-
-
-#: a view is *sparse* (bag of words, tags) when at least this share of its observed entries is zero
-SPARSE_ZERO_SHARE = 0.9
-
-
-def sparse_view(Z: np.ndarray, observed: np.ndarray, threshold: float = SPARSE_ZERO_SHARE) -> bool:
-    """Whether at least ``threshold`` of the entries of ``Z``'s observed rows are exactly zero
-    (counted by blocks of rows: no copy of the view)."""
-    rows = np.flatnonzero(observed)
-    if rows.size == 0 or Z.shape[1] == 0:
-        return False
-    nonzero = 0
-    for s in range(0, rows.size, 8192):
-        nonzero += int(np.count_nonzero(Z[rows[s : s + 8192]]))
-    return 1.0 - nonzero / (rows.size * Z.shape[1]) >= threshold
 
 
 def column_mean_std(X: np.ndarray, rows: np.ndarray, step: int = 8192) -> tuple[np.ndarray, np.ndarray]:
@@ -764,53 +601,3 @@ def hidden_features(net, X_obs, mask: np.ndarray, width: int, rows_per_call: int
         X_part = X_obs(s, s + rows_per_call) if callable(X_obs) else X_obs[s : s + rows_per_call]
         Z[rows[s : s + rows_per_call]] = dam.net_outputs(net, X_part, features=True)
     return Z
-
-
-def _approx_min_n() -> int:
-    from . import gbe
-
-    return gbe.APPROX_MIN_N
-
-
-def fit_memory_bytes(n: int, d_image: int, d_text: int, *, hidden: int = 4096, d: int = 512, n_bits: int = 64,
-                     cle_bytes: int = 8, refresh: bool = True, exact_gbe: bool = False, input_bytes: int = 8,
-                     fully_paired: bool = False) -> float:
-    """Estimated peak resident memory (bytes) of a DMH fit on ``n`` objects, the inputs included.
-
-    The terms, from the arrays the fit holds at its fullest moment (see docs/scaling.md for the
-    peaks measured against it): the inputs as :class:`~dmh.data.CrossModalData` keeps them
-    (``input_bytes`` per value: 8 for its default float64, 4 for ``dtype="float32"``); the largest
-    stage of a round among CLE, GBE (Y in float64 and float32, the neighbour search's 1 GiB
-    blocks, the exact solver's n x n cache) and DAM (one modality's float32 inputs beside the
-    refreshed features); the networks with their gradients and Adam moments; and about
-    ``FIT_MEMORY_BASE`` of interpreter, libraries and allocator slack. CLE holds its scaled views
-    (``cle_bytes`` per value; with ``fully_paired=False`` also the neighbour search's copies of
-    their paired rows) and, in float32, at most 5 n x d arrays of its conjugate gradients or the
-    neighbour search's blocks of distances; in float64 (small n) about 12 n x d arrays and the
-    float64 temporaries of the standardisation.
-    Against measured peaks (paper shape, 64 bits, float32 CLE, 2 rounds, fully paired, float32
-    inputs): see docs/scaling.md, "Fitting 10^5 objects in 8 GB".
-    """
-    n, d_in, d_max = float(n), float(d_image + d_text), float(max(d_image, d_text))
-    b = float(cle_bytes)
-    inputs = float(input_bytes) * n * d_in
-    knn = min(2**28, 12.0 * n * min(n, 2048))
-    if b == 8:
-        views1 = b * n * d_in + 8.0 * 3 * n * d_max
-        views2 = (b * 2 * n * hidden + 4.0 * 2 * n * hidden + 8.0 * 2 * n * hidden) if refresh else 0.0
-        cle_work = 12.0 * b * n * d + knn
-    else:
-        copies = 1.0 if fully_paired else 2.0  # the views, and without full pairing their paired rows' copies
-        views1 = copies * b * n * d_in
-        views2 = copies * b * 2 * n * hidden if refresh else 0.0
-        cle_work = max(5.0 * b * n * d, knn)
-    gbe = 12.0 * n * d + min(2.0**30, 8.0 * n * n) + (min(4.0 * n * n, 2.0**31) if exact_gbe else 200.0 * n * 8)
-    # DAM: one modality's float32 inputs; the refresh: both views' features and a block of inputs
-    dam = max(4.0 * n * d_max, (4.0 * 2 * n * hidden + 4.0 * min(n, 16384) * d_max) if refresh else 0.0)
-    nets = 4.0 * 4 * hidden * (d_in + 2 * n_bits + 4)
-    return inputs + max(max(views1, views2) + cle_work, gbe, dam) + nets + FIT_MEMORY_BASE
-
-
-#: the part of :func:`fit_memory_bytes` that does not grow with the data: interpreter, numpy, torch,
-#: allocator slack (bytes)
-FIT_MEMORY_BASE = 1.1 * 2.0**30

@@ -1,9 +1,8 @@
 """Global Binary Embedding (GBE; paper Eqs. 7-11, 26, Algorithm 2), in PyTorch, computed in blocks.
 
-(Over 500 lines on purpose: the loss, its two similarity targets, the exact blockwise solver, the
-sampled O(n k) solver and the fit loop stay in one module because the two solvers must compute the
-same loss from the same similarity definitions; tests hold them equal when the draws cover every
-pair.)
+The exact blockwise solver and the fit loop are here; the sampled O(n k) solver for large n is in
+:mod:`dmh.methods.gbe_sampled`, built on this module's similarity definitions so that both solvers
+minimise the same loss (tests hold them equal when the draws cover every pair).
 
 Loss over relaxed codes ``Hh`` (n x c)::
 
@@ -65,11 +64,6 @@ SIMILARITIES = ("clip", "shift", "raw", "perplexity")
 #: from this many objects on, ``solver="auto"`` uses the approximate O(n k) solver (see fit_gbe)
 APPROX_MIN_N = 10_000
 
-#: the largest bitmap of P's nonzero pattern (one bit per pair) the approximate solver keeps for its
-#: lookups of drawn pairs: up to about 46,000 objects (256 MiB there, far below the fit's other arrays
-#: at that size; a step at 40,000 objects took 300 ms with it against 424 ms by the search); above, it
-#: searches P's sorted keys
-BITMAP_MAX_BYTES = 256 * 1024**2
 
 
 def calibrated_conditionals(sq_dist: np.ndarray, perplexity: float, n_steps: int = 64) -> np.ndarray:
@@ -125,23 +119,28 @@ def perplexity_similarity(Y: np.ndarray, perplexity: float = 30.0, n_steps: int 
 
 
 class PairSimilarity:
-    """``S^Y`` of Eq. 7 as a blockwise operator over ordered pairs i != j (diagonal is zero)."""
+    """``S^Y`` of Eq. 7 as a blockwise operator over ordered pairs i != j (diagonal is zero).
+
+    For ``kind="perplexity"`` P is sparse (each object's ``3 * perplexity`` nearest neighbours,
+    symmetrised): it is kept as its nonzeros in CSR order (``indptr``, ``ecol``, ``eval``; the
+    normalised) and :func:`gbe_loss_and_grad` reads it there, so no n x n
+    matrix of it is ever formed (``cache`` is None; :meth:`block` gives dense rows on request)."""
 
     def __init__(self, Y: torch.Tensor, kind: str = "clip", chunk_size: int = 1024,
-                 cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0, weights: np.ndarray | None = None):
+                 cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0):
         if kind not in SIMILARITIES:
             raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
         self.Y = Y
-        # per-object weights a: entries a_i a_j S_ij, renormalised (None: the unweighted S^Y)
-        self.a = None if weights is None else torch.as_tensor(weights, dtype=Y.dtype, device=Y.device)
         self.kind = kind
         self.chunk = chunk_size
         n = Y.shape[0]
         self.n = n
         self.shift = 0.0
         self.sparse = None
+        self.cache = None
         if kind == "perplexity":
-            self.sparse = perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type)
+            self._from_sparse(perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type))
+            return
         if kind == "shift":
             m = math.inf
             for s, e in self._blocks():
@@ -161,7 +160,6 @@ class PairSimilarity:
         if not total > 0:
             raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
         self.total = total
-        self.cache = None
         if n * n * Y.element_size() <= cache_bytes:
             self.cache = torch.empty((n, n), dtype=Y.dtype, device=Y.device)
             for s, e in self._blocks():
@@ -171,6 +169,26 @@ class PairSimilarity:
             pos = P > 0
             plogp += float((P[pos] * torch.log(P[pos])).sum(dtype=torch.float64))
         self.plogp = plogp
+
+    def _from_sparse(self, P):
+        """Keep the sparse P (scipy CSR, zero diagonal) as its nonzeros, weighted and renormalised."""
+        P = P.tocsr()
+        P.sort_indices()
+        rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(P.indptr))
+        vals = np.asarray(P.data, dtype=np.float64)
+        total = float(vals.sum())
+        if not total > 0:
+            raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
+        vals = vals / total
+        pos = vals > 0
+        self.sparse = P
+        self.total = 1.0
+        self.plogp = float((vals[pos] * np.log(vals[pos])).sum())
+        dev = self.Y.device
+        self.indptr = P.indptr.astype(np.int64)
+        self.erow = torch.as_tensor(rows, device=dev)
+        self.ecol = torch.as_tensor(P.indices.astype(np.int64), device=dev)
+        self.eval = torch.as_tensor(vals, dtype=self.Y.dtype, device=dev)
 
     def _blocks(self):
         for s in range(0, self.n, self.chunk):
@@ -183,9 +201,6 @@ class PairSimilarity:
         return G
 
     def _raw(self, s, e):
-        if self.sparse is not None:
-            return self._weighted(torch.as_tensor(self.sparse[s:e].toarray(), dtype=self.Y.dtype, device=self.Y.device),
-                                  s, e)
         G = self.Y[s:e] @ self.Y.T
         if self.kind == "clip":
             G.clamp_(min=0.0)
@@ -194,17 +209,30 @@ class PairSimilarity:
             G.clamp_(min=0.0)  # round-off only
         idx = torch.arange(s, e, device=G.device)
         G[idx - s, idx] = 0.0
-        return self._weighted(G, s, e)
+        return G
 
-    def _weighted(self, B, s, e):
-        if self.a is None:
-            return B
-        return B * self.a[s:e, None] * self.a[None, :]
+    def nonzeros(self, s, e):
+        """The sparse P's nonzeros in rows ``s:e``: (rows relative to ``s``, columns, values)."""
+        a, z = int(self.indptr[s]), int(self.indptr[e])
+        return self.erow[a:z] - s, self.ecol[a:z], self.eval[a:z]
 
     def block(self, s, e) -> torch.Tensor:
+        """Rows ``s:e`` of ``S^Y`` as a dense (e - s) x n tensor."""
+        if self.sparse is not None:
+            r, c, v = self.nonzeros(s, e)
+            B = torch.zeros((e - s, self.n), dtype=self.Y.dtype, device=self.Y.device)
+            B[r, c] = v
+            return B
         if self.cache is not None:
             return self.cache[s:e]
         return self._raw(s, e) / self.total
+
+
+def _csr(crow, col, values, size):
+    """A torch CSR matrix, without its one-time 'beta' warning (its products are exact)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, col, values, size=size, check_invariants=False)
 
 
 def _quant_scale(n: int, quantization: str) -> float:
@@ -243,20 +271,36 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
     cross = 0.0  # sum p log K
     g_att = torch.empty_like(H)
     g_rep = torch.empty_like(H)
+    H1 = torch.cat([H, torch.ones_like(H[:, :1])], 1) if S.sparse is not None else None
     for s in range(0, n, chunk_size):
         e = min(s + chunk_size, n)
         # K = 1 / (1 + |h_i - h_j|^2 / 4), diagonal zero
         W = torch.addmm(sq[None, :], H[s:e], H.T, beta=1.0, alpha=-2.0)
         W.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25 / (kernel_scale * a)).add_(1.0).reciprocal_()
-        P = S.block(s, e)
-        if with_loss:  # before the diagonal is zeroed (K_ii = 1 there, and P_ii = 0)
-            cross += power * float((P * torch.log(W)).sum(dtype=torch.float64))
+        if S.sparse is not None:  # P's nonzeros only: w_ij gathered there (P_ii = 0)
+            r, col, p = S.nonzeros(s, e)
+            wv = W.view(-1)[r * n + col]
+            if with_loss:
+                cross += power * float((p * torch.log(wv)).sum(dtype=torch.float64))
+        else:
+            P = S.block(s, e)
+            if with_loss:  # before the diagonal is zeroed (K_ii = 1 there, and P_ii = 0)
+                cross += power * float((P * torch.log(W)).sum(dtype=torch.float64))
         idx = torch.arange(s, e, device=W.device)
         W[idx - s, idx] = 0.0
         K = W if a == 1.0 else W.pow(power)
-        Zq += float(K.sum(dtype=torch.float64))
-        A = P * W
-        g_att[s:e] = A.sum(1, keepdim=True) * H[s:e] - A @ H
+        if S.sparse is not None:  # row sums in K's precision, then float64 (no float64 copy of K)
+            Zq += float(K.sum(1).sum(dtype=torch.float64))
+        else:
+            Zq += float(K.sum(dtype=torch.float64))
+        if S.sparse is not None:
+            # sum_j A_ij (h_i - h_j) = (A 1)_i h_i - (A H)_i, both from one sparse product with [H 1]
+            crow = torch.as_tensor(S.indptr[s:e + 1] - S.indptr[s], device=H.device)
+            o = _csr(crow, col, p * wv, size=(e - s, n)) @ H1
+            g_att[s:e] = o[:, -1:] * H[s:e] - o[:, :-1]
+        else:
+            A = P * W
+            g_att[s:e] = A.sum(1, keepdim=True) * H[s:e] - A @ H
         K.mul_(W)  # K w (for a = 1: w^2, in place)
         g_rep[s:e] = K.sum(1, keepdim=True) * H[s:e] - K @ H
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
@@ -298,304 +342,6 @@ def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization:
     extra = balance * (H.mean(0) ** 2).sum()
     extra = extra + decorrelation / c * ((H.T @ H / n - torch.eye(c, dtype=H.dtype)) ** 2).sum()
     return kl + gamma * _quant_scale(n, quantization) * ((H - h) ** 2).sum() + extra
-
-
-# ---------------------------------------------------------------------------------- large n
-class SampledSimilarity:
-    """``S^Y`` for the approximate solver: each object's ``n_neighbors`` largest entries of its
-    row (kept exactly), and any other entry computed on demand from ``Y`` (O(d) per pair).
-
-    One blockwise pass over all pairs (O(n^2 d) time once, O(n chunk) memory) finds the
-    neighbours, the normaliser and ``sum P log P``; nothing n x n is stored."""
-
-    def __init__(self, Y: torch.Tensor, kind: str = "clip", n_neighbors: int = 15, chunk_size: int = 1024,
-                 perplexity: float = 30.0):
-        if kind not in SIMILARITIES:
-            raise ParameterError(f"similarity must be one of {SIMILARITIES}, got {kind!r}")
-        n = Y.shape[0]
-        self.Y, self.kind, self.n = Y, kind, n
-        self.sparse = kind == "perplexity"
-        if self.sparse:
-            self._from_sparse(perplexity)
-            return
-        k = int(min(n_neighbors, n - 1))
-        self.shift = 0.0
-        if kind == "shift":
-            m = math.inf
-            for s in range(0, n, chunk_size):
-                e = min(s + chunk_size, n)
-                G = Y[s:e] @ Y.T
-                idx = torch.arange(s, e, device=G.device)
-                G[idx - s, idx] = math.inf
-                m = min(m, float(G.min()))
-            self.shift = m
-        total = 0.0
-        glogg = 0.0
-        nbrs = torch.empty((n, k), dtype=torch.long, device=Y.device)
-        vals = torch.empty((n, k), dtype=Y.dtype, device=Y.device)
-        for s in range(0, n, chunk_size):
-            e = min(s + chunk_size, n)
-            G = self._f(Y[s:e] @ Y.T)
-            idx = torch.arange(s, e, device=G.device)
-            G[idx - s, idx] = 0.0
-            pos = G > 0
-            total += float(G.sum(dtype=torch.float64))
-            glogg += float((G[pos] * torch.log(G[pos])).sum(dtype=torch.float64))
-            G[idx - s, idx] = -1.0  # never one's own neighbour
-            v, j = torch.topk(G, k, dim=1)
-            vals[s:e], nbrs[s:e] = v.clamp_(min=0.0), j
-        if not total > 0:
-            raise DataError("all pairwise similarities of the CLE features are zero; cannot build S^Y")
-        self.total = total
-        self.plogp = glogg / total - math.log(total)  # sum (G/T) log(G/T)
-        self.nbrs = nbrs
-        self.p_nbrs = vals / total
-
-    def _from_sparse(self, perplexity: float):
-        """t-SNE's P (:func:`perplexity_similarity`): its nonzeros are the neighbours (a different
-        number per row, kept as an edge list in CSR order), every other entry is zero."""
-        Y = self.Y
-        P = perplexity_similarity(Y.detach().cpu().numpy(), perplexity, device=Y.device.type)
-        P.sort_indices()
-        n = self.n
-        dev = Y.device
-        self.total = 1.0
-        self.plogp = float((P.data * np.log(P.data)).sum())
-        self.indptr = P.indptr.astype(np.int64)
-        self.crow = torch.as_tensor(self.indptr, device=dev)  # P's row pointers on the device (batched step)
-        self.degree = torch.as_tensor(np.diff(self.indptr), device=dev)
-        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
-        self.erow = torch.as_tensor(rows, device=dev)
-        self.ecol = torch.as_tensor(P.indices.astype(np.int64), device=dev)
-        self.eval = torch.as_tensor(P.data, dtype=Y.dtype, device=dev)
-        keys = self.erow * n + self.ecol  # sorted (CSR order)
-        # which pairs are neighbours: one bit per pair where that is small (a lookup is one cached
-        # read), else P's sorted keys (a binary search over all n k of them)
-        if n * n <= 8 * BITMAP_MAX_BYTES:
-            bits = np.zeros(-(-n * n // 8), dtype=np.uint8)
-            k = keys.cpu().numpy()
-            np.bitwise_or.at(bits, k >> 3, (1 << (k & 7)).astype(np.uint8))
-            self.bitmap, self.keys = torch.as_tensor(bits, device=dev), None
-        else:
-            self.bitmap, self.keys = None, keys
-
-    def is_neighbour(self, key: torch.Tensor) -> torch.Tensor:
-        """Whether each pair ``key = i * n + j`` (int64) is a neighbour pair, a nonzero of P (sparse P)."""
-        if self.bitmap is not None:
-            return (self.bitmap[key >> 3] >> (key & 7).to(torch.uint8)) & 1 == 1
-        at = torch.searchsorted(self.keys, key.reshape(-1)).clamp_(max=self.keys.numel() - 1).view_as(key)
-        return self.keys[at] == key
-
-    def _f(self, G: torch.Tensor) -> torch.Tensor:
-        if self.kind == "clip":
-            return G.clamp_(min=0.0)
-        if self.kind == "shift":
-            return G.sub_(self.shift).clamp_(min=0.0)
-        if bool((G < 0).any()):
-            raise DataError(
-                "similarity='raw': some inner products y_i'y_j are negative, so Eq. 7 is not a "
-                "distribution; use similarity='clip' or 'shift'"
-            )
-        return G
-
-    def block(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-        """``S^Y`` of every pair ``(rows[i], cols[j])`` that is not a neighbour pair (pairs of an
-        object with itself give 0; for the sparse ``"perplexity"`` P every such entry is 0)."""
-        if self.sparse:
-            return torch.zeros((len(rows), len(cols)), dtype=self.Y.dtype, device=self.Y.device)
-        G = self._f(self.Y[rows] @ self.Y[cols].T)
-        return G.masked_fill_(cols[None, :] == rows[:, None], 0.0).div_(self.total)
-
-
-def _csr(crow, col, values, size):
-    """A torch CSR matrix, without its one-time 'beta' warning (its products are exact)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse_csr_tensor(crow, col, values, size=size, check_invariants=False)
-
-
-def draw_columns(n: int, n_samples: int, chunk_size: int, generator: torch.Generator) -> torch.Tensor:
-    """Uniform draws for :func:`gbe_loss_and_grad_sampled`: ``n_samples`` objects for each block
-    of ``chunk_size`` rows (shared by the rows of a block, so each block is two matrix products)."""
-    return torch.randint(n, (-(-n // chunk_size), n_samples), generator=generator)
-
-
-def _sampled_result(H, S, g_att, g_rep, Zq: float, cross: float, gamma: float, quantization: str,
-                    with_loss: bool) -> tuple[float, torch.Tensor]:
-    """The sampled solvers' last step: gradient from the attraction, the repulsion and the
-    normaliser ``Zq``, plus the quantisation term; the loss when asked for."""
-    grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
-    qs = _quant_scale(H.shape[0], quantization)
-    Rq = H - sign_pm1(H)
-    grad += (2.0 * gamma * qs) * Rq
-    loss = math.nan
-    if with_loss:
-        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
-    return loss, grad
-
-
-def gbe_loss_and_grad_sampled(H: torch.Tensor, S: SampledSimilarity, J: torch.Tensor, gamma: float,
-                              quantization: str = "mean", chunk_size: int = 1024,
-                              with_loss: bool = True) -> tuple[float, torch.Tensor]:
-    """Unbiased estimates of the sums in :func:`gbe_loss_and_grad`, in O(n (k + m) (c + d)) per step.
-
-    Each object's sum over ``j`` is split into its ``k`` neighbours of ``S^Y`` (summed exactly)
-    and all other objects, estimated from ``m`` uniform draws (``J``, one row of ``m`` objects
-    per block of ``chunk_size`` rows, see :func:`draw_columns`; draws that hit the object itself
-    or one of its neighbours count zero, the others ``(n - 1) / m``): the attraction
-    ``sum_j P_ij K_ij (h_i - h_j)``, the repulsion ``sum_j K_ij^2 (h_i - h_j)``, the normaliser
-    ``Z`` and ``sum P log K`` alike. This is negative sampling as in LargeVis and UMAP, but the
-    normalised t-SNE-style objective is kept, so both solvers minimise the same loss.
-
-    For the sparse ``similarity="perplexity"`` (``S.sparse``) the neighbours are the nonzeros of
-    P, so the attraction and ``sum P log K`` are exact and only ``Z`` and the repulsion are
-    estimated; rows have different numbers of neighbours, so a block's rows of P are a sparse
-    CSR matrix (``torch.sparse.sampled_addmm`` for ``h_i'h_j`` on its nonzeros, then sparse
-    times dense products): O(nnz(P) c) per step."""
-    n, m = H.shape[0], J.shape[1]
-    nb, pnb = (None, None) if S.sparse else (S.nbrs, S.p_nbrs)
-    sq = (H * H).sum(1)
-    Zq = 0.0
-    cross = 0.0
-    g_att = torch.empty_like(H)
-    g_rep = torch.empty_like(H)
-    scale = n / m  # a draw is one of n objects: E[(n / m) sum over m draws] = the sum over the rest
-    H1 = torch.cat([H, torch.ones_like(H[:, :1])], 1) if S.sparse else None
-    for b, s in enumerate(range(0, n, chunk_size)):
-        e = min(s + chunk_size, n)
-        rows = torch.arange(s, e, device=H.device)
-        cols = J[b]
-        Hi = H[s:e]
-        if S.sparse:  # P's nonzeros, exact, as sparse rows: h_i'h_j on them only, then sparse products
-            a, z = int(S.indptr[s]), int(S.indptr[e])
-            crow = torch.as_tensor(S.indptr[s:e + 1] - a, device=H.device)
-            col = S.ecol[a:z]
-            pattern = _csr(crow, col, torch.zeros_like(S.eval[a:z]), size=(e - s, n))
-            dots = torch.sparse.sampled_addmm(pattern, Hi, H.T).values()
-            Kn = (sq[S.erow[a:z]] + sq[col]).sub_(dots, alpha=2.0).clamp_(min=0.0)
-            Kn.mul_(0.25).add_(1.0).reciprocal_()
-            if with_loss:
-                cross += float((S.eval[a:z] * torch.log(Kn)).sum(dtype=torch.float64))
-        else:  # the k neighbours of every row: gathered, exact
-            dn = Hi[:, None, :] - H[nb[s:e]]  # (b, k, c)
-            Kn = (dn * dn).sum(-1).mul_(0.25).add_(1.0).reciprocal_()
-            if with_loss:
-                cross += float((pnb[s:e] * torch.log(Kn)).sum(dtype=torch.float64))
-        # drawn objects: one block of pairs, by matrix products
-        Hc = H[cols]
-        Ks = torch.addmm(sq[cols][None, :], Hi, Hc.T, beta=1.0, alpha=-2.0)
-        Ks.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25).add_(1.0).reciprocal_()
-        if S.sparse:
-            hit = S.is_neighbour(rows[:, None] * n + cols[None, :]) | (cols[None, :] == rows[:, None])
-        else:
-            hit = (nb[s:e][:, :, None] == cols[None, None, :]).any(1) | (cols[None, :] == rows[:, None])
-        w = (~hit).to(H.dtype).mul_(scale)
-        wK = w.mul_(Ks)
-        Zq += float(Kn.sum(dtype=torch.float64)) + float(wK.sum(dtype=torch.float64))
-        if S.sparse:  # drawn pairs outside the neighbours: S^Y is zero there
-            # sum_j A_ij (h_i - h_j) = (A 1)_i h_i - (A H)_i, both from one product with [H 1]
-            o = _csr(crow, col, S.eval[a:z] * Kn, size=(e - s, n)) @ H1
-            g_att[s:e] = o[:, -1:] * Hi - o[:, :-1]
-            o = _csr(crow, col, Kn.mul_(Kn), size=(e - s, n)) @ H1
-            g_rep[s:e] = o[:, -1:] * Hi - o[:, :-1]
-        else:
-            An = pnb[s:e] * Kn
-            g_att[s:e] = (An[:, :, None] * dn).sum(1)
-            Ps = S.block(rows, cols)
-            if with_loss:
-                cross += float((wK / Ks * Ps * torch.log(Ks)).sum(dtype=torch.float64))
-            A = Ps.mul_(wK)  # w P K over the drawn pairs
-            g_att[s:e] += A.sum(1, keepdim=True) * Hi - A @ Hc
-            Kn.mul_(Kn)
-            g_rep[s:e] = (Kn[:, :, None] * dn).sum(1)
-        R = wK.mul_(Ks)  # w K^2
-        g_rep[s:e] += R.sum(1, keepdim=True) * Hi - R @ Hc
-    return _sampled_result(H, S, g_att, g_rep, Zq, cross, gamma, quantization, with_loss)
-
-
-def gbe_loss_and_grad_sampled_batched(H: torch.Tensor, S: SampledSimilarity, J: torch.Tensor, gamma: float,
-                                      quantization: str = "mean", chunk_size: int = 1024,
-                                      with_loss: bool = True) -> tuple[float, torch.Tensor]:
-    """:func:`gbe_loss_and_grad_sampled` with every block of rows at once (the same estimates from
-    the same draws ``J``, summed in another order): P's nonzeros as one n x n sparse matrix, the
-    drawn pairs as batched matrix products over the blocks, and one device synchronisation per
-    call instead of several per block. For a GPU, where the block loop is bound by kernel
-    launches and synchronisations (391 blocks a step at 100,000 objects), and for the sparse P on
-    a CPU too (44 against 71 ms a step at 10,000 objects, 64 bits, two threads); it holds n x m
-    drawn pairs (and, for the dense similarities, n x k x m neighbour tests, which make it slower
-    than the loop on a CPU) at once."""
-    n, c = H.shape
-    nblk, m = J.shape
-    dev, dt = H.device, H.dtype
-    sq = (H * H).sum(1)
-    cross = torch.zeros((), dtype=torch.float64, device=dev)
-    if S.sparse:  # P's nonzeros, exact: one sparse pattern over all rows
-        crow = S.crow
-        pattern = _csr(crow, S.ecol, torch.zeros_like(S.eval), size=(n, n))
-        dots = torch.sparse.sampled_addmm(pattern, H, H.T).values()
-        Kn = (sq[S.erow] + sq[S.ecol]).sub_(dots, alpha=2.0).clamp_(min=0.0)
-        Kn.mul_(0.25).add_(1.0).reciprocal_()
-        if with_loss:
-            cross = cross + (S.eval * torch.log(Kn)).sum(dtype=torch.float64)
-        Zq = Kn.sum(dtype=torch.float64)
-        H1 = torch.cat([H, torch.ones_like(H[:, :1])], 1)
-        o = _csr(crow, S.ecol, S.eval * Kn, size=(n, n)) @ H1
-        g_att = o[:, -1:] * H - o[:, :-1]
-        o = _csr(crow, S.ecol, Kn.mul_(Kn), size=(n, n)) @ H1
-        g_rep = o[:, -1:] * H - o[:, :-1]
-    else:  # the k neighbours of every row, gathered
-        nb, pnb = S.nbrs, S.p_nbrs
-        dn = H[:, None, :] - H[nb]  # (n, k, c)
-        Kn = (dn * dn).sum(-1).mul_(0.25).add_(1.0).reciprocal_()
-        if with_loss:
-            cross = cross + (pnb * torch.log(Kn)).sum(dtype=torch.float64)
-        Zq = Kn.sum(dtype=torch.float64)
-        g_att = ((pnb * Kn)[:, :, None] * dn).sum(1)
-        g_rep = ((Kn * Kn)[:, :, None] * dn).sum(1)
-        del dn
-    # drawn objects: block b's rows against its m draws J[b], all blocks in one batched product
-    npad = nblk * chunk_size
-    rows = torch.arange(npad, device=dev).view(nblk, chunk_size)
-    Hp = torch.zeros((npad, c), dtype=dt, device=dev)
-    Hp[:n] = H
-    Hp = Hp.view(nblk, chunk_size, c)
-    sqp = torch.zeros(npad, dtype=dt, device=dev)
-    sqp[:n] = sq
-    Hc = H[J]  # (nblk, m, c)
-    Ks = torch.baddbmm(sq[J][:, None, :], Hp, Hc.transpose(1, 2), beta=1.0, alpha=-2.0)
-    Ks.add_(sqp.view(nblk, chunk_size, 1)).clamp_(min=0.0).mul_(0.25).add_(1.0).reciprocal_()
-    self_hit = J[:, None, :] == rows[:, :, None]
-    if S.sparse:
-        key = (rows.clamp(max=n - 1) * n)[:, :, None] + J[:, None, :]  # padding rows: w = 0 below anyway
-        hit = S.is_neighbour(key) | self_hit
-        del key
-    else:
-        nbp = torch.full((npad, nb.shape[1]), -1, dtype=nb.dtype, device=dev)
-        nbp[:n] = nb
-        hit = (nbp.view(nblk, chunk_size, -1, 1) == J[:, None, None, :]).any(2) | self_hit
-        del nbp
-    hit |= (rows >= n)[:, :, None]  # padding rows of the last block
-    w = (~hit).to(dt).mul_(n / m)
-    del hit, self_hit
-    wK = w * Ks
-    Zq = Zq + wK.sum(dtype=torch.float64)
-    if not S.sparse:
-        Yp = torch.zeros((npad, S.Y.shape[1]), dtype=S.Y.dtype, device=dev)
-        Yp[:n] = S.Y
-        Ps = S._f(torch.bmm(Yp.view(nblk, chunk_size, -1), S.Y[J].transpose(1, 2)))
-        Ps.div_(S.total)  # the self pairs and padding rows carry w = 0 below
-        del Yp
-        if with_loss:
-            cross = cross + (w * Ps * torch.log(Ks)).sum(dtype=torch.float64)
-        A = Ps.mul_(wK)
-        g_att += (A.sum(2, keepdim=True) * Hp - torch.bmm(A, Hc)).view(npad, c)[:n]
-        del A, Ps
-    del w
-    R = wK.mul_(Ks)  # w K^2
-    g_rep += (R.sum(2, keepdim=True) * Hp - torch.bmm(R, Hc)).view(npad, c)[:n]
-    sums = torch.stack([Zq, cross]).cpu()  # the one synchronisation
-    Zq, cross = float(sums[0]), float(sums[1])
-    return _sampled_result(H, S, g_att, g_rep, Zq, cross, gamma, quantization, with_loss)
 
 
 @dataclass
@@ -646,13 +392,17 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
             n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
             kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
-            object_weights: np.ndarray | None = None, kernel_dof: float = 1.0) -> GBEResult:
+            kernel_dof: float = 1.0,
+            schedule: str = "constant") -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
-    change with n). The loss is evaluated every ``check_every`` iterations (``loss`` holds
-    ``(iteration, value)`` pairs); it stops when it changes by less than ``tol`` (relative) between
-    two evaluations.
+    change with n), of size ``lr`` throughout (``schedule="constant"``) or decaying from ``lr`` to
+    zero over ``max_iter`` steps along a half cosine (``"cosine"``: large steps while the codes
+    are far from a solution, small ones as they settle, so the loss settles within the budget).
+    The loss is evaluated every ``check_every`` iterations (``loss`` holds ``(iteration, value)``
+    pairs); it stops when it changes by less than ``tol`` (relative) between two evaluations, and
+    warns (:class:`~sklearn.exceptions.ConvergenceWarning`) when ``max_iter`` ends it first.
 
     ``solver="exact"`` computes the full gradient over all n^2 pairs at every step;
     ``"approx"`` uses :func:`gbe_loss_and_grad_sampled` (``n_neighbors`` exact neighbours of S^Y,
@@ -665,26 +415,30 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     so they do not depend on the device. ``timings``, when given, accumulates seconds spent
     building S^Y (``"setup"``) and in the steps (``"steps"``). On a GPU, and on a CPU for the
     sparse ``similarity="perplexity"``, the approximate solver computes all blocks of a step at
-    once (:func:`gbe_loss_and_grad_sampled_batched`). ``object_weights`` (n,) scales
-    each object's row and column of S^Y (``a_i a_j S_ij``, renormalised; exact solver only), e.g.
-    :func:`dmh.methods.unpaired.object_weights`.
+    once (:func:`gbe_loss_and_grad_sampled_batched`).
     """
     if solver not in ("auto", "exact", "approx"):
         raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
-    plain_loss = (kernel_scale == 1.0 and kernel_dof == 1.0 and not balance and not decorrelation
-                  and object_weights is None)
+    if schedule not in ("constant", "cosine"):
+        raise ParameterError(f"gbe_schedule must be 'constant' or 'cosine', got {schedule!r}")
+    plain_loss = kernel_scale == 1.0 and kernel_dof == 1.0 and not balance and not decorrelation
     if solver == "auto":
         solver = "approx" if Y.shape[0] >= APPROX_MIN_N and plain_loss else "exact"
     if solver == "approx" and not plain_loss:
         raise ParameterError("gbe_solver='approx' supports kernel_scale 1 without balance or decorrelation "
-                             "terms or object weights (and kernel_dof 1) only; use gbe_solver='exact' with "
-                             "these options")
+                             "terms (and kernel_dof 1) only; use gbe_solver='exact' with these options")
+    from .gbe_sampled import (
+        SampledSimilarity,
+        draw_columns,
+        gbe_loss_and_grad_sampled,
+        gbe_loss_and_grad_sampled_batched,
+    )
+
     t0 = time.perf_counter()
     rng = np.random.default_rng(rng)
     Yt = torch.as_tensor(np.ascontiguousarray(Y), dtype=dtype).to(device)
     if solver == "exact":
-        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity,
-                           weights=object_weights)
+        S = PairSimilarity(Yt, similarity, chunk_size=chunk_size, cache_bytes=cache_bytes, perplexity=perplexity)
     else:
         S = SampledSimilarity(Yt, similarity, n_neighbors=n_neighbors, chunk_size=chunk_size,
                               perplexity=perplexity)
@@ -726,6 +480,8 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
                 break
         opt.zero_grad(set_to_none=False)
         H.grad = grad
+        if schedule == "cosine":
+            opt.param_groups[0]["lr"] = lr * 0.5 * (1.0 + math.cos(math.pi * (it - 1) / max_iter))
         opt.step()
     if not converged and max_iter >= 10:
         warnings.warn(f"GBE stopped at max_iter={max_iter} before its loss settled (tol {tol:g})",

@@ -5,16 +5,14 @@ An image-only object's missing text is complemented by Eq. 5 from its ``k`` near
 neighbours in image space (and a text-only object's image from text space). Where one view's
 neighbours say little about the other view (Wikipedia's SIFT histograms), the complemented
 descriptions, hence the CLE features Y and the GBE codes of those objects, are poor, and they enter
-GBE's S^Y beside the paired objects. Two remedies, each an option of :class:`dmh.DMH`:
+GBE's S^Y beside the paired objects. The remedy, an option of :class:`dmh.DMH`
+(``unpaired_complement="ridge"``, the default preset's):
 
 * :func:`ridge_complement`: a cross-modal map learned on the paired objects (ridge regression from
   the observed view to the missing one, its penalty chosen by efficient leave-one-out error over
   the paired objects: pairs, no labels) gives the missing description instead of Eq. 5.
-* :func:`object_weights`: unpaired objects' rows and columns of S^Y scaled by ``w`` (``P_ij``
-  multiplied by ``a_i a_j``, ``a = 1`` for paired objects and ``w`` for unpaired ones, then
-  renormalised), so that they count less in where the paired objects' codes go.
 
-Both act on unpaired objects only: on fully paired data they change nothing (bit for bit).
+It acts on unpaired objects only: on fully paired data it changes nothing (bit for bit).
 """
 
 from __future__ import annotations
@@ -25,15 +23,6 @@ from ..errors import ParameterError
 
 #: ridge penalties tried, in units of the mean squared row norm of the predicting view (paired objects)
 RIDGE_ALPHAS = tuple(10.0 ** np.arange(-3, 4))
-
-
-def object_weights(masks, weight: float) -> np.ndarray | None:
-    """Per-object weights for S^Y: 1 for paired objects, ``weight`` for unpaired ones; ``None``
-    (no weighting) when ``weight == 1`` or every object is paired."""
-    paired = masks[0] & masks[1]
-    if weight == 1.0 or paired.all():
-        return None
-    return np.where(paired, 1.0, float(weight))
 
 
 #: how ridge_complement solves: scikit-learn's RidgeCV (the default) or the dual form (same model,

@@ -1,0 +1,251 @@
+"""DMH's options: the presets that fill in the options left as ``None``, how each option resolves
+and is checked (:class:`DMHOptions`, a base of :class:`dmh.methods.dmh.DMH`), and the sizes a fit
+needs (:func:`fit_memory_bytes`). The round loop is :meth:`dmh.methods.dmh.DMH._fit`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_choice, check_int, check_real
+from ..data import CrossModalData
+from ..errors import ParameterError, check_finite_memory
+
+#: the code length at which ``gamma`` keeps its value under ``gamma_scaling="bits"``: the paper sets
+#: gamma = 0.01 and studies its sensitivity at 16 bits (its Fig. 5)
+GAMMA_REFERENCE_BITS = 16
+
+#: Values of the options beyond the paper that a ``preset`` gives when they are left as ``None``.
+#: ``"paper"`` is the implementation of the paper as it stood before these options existed (same
+#: codes for the same seed); ``"default"`` is the setting chosen by the label-free procedure of
+#: :mod:`dmh.selection` (see docs/quality.md for the evidence).
+PRESETS = {
+    "paper": dict(similarity="clip", perplexity=30.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64",
+                  unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature", gamma_scaling="none",
+                  gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
+                  dam_agree_target=None),
+    "default": dict(similarity="perplexity", perplexity=30.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto",
+                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto", gamma_scaling="none",
+                    gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine", cle_gram=True,
+                    dam_agree_target=0.995),
+}
+
+#: options removed from DMH, with the one value the fit now always uses (results made before their
+#: removal, at that value, ran the fit of today): written into cell keys
+#: (:func:`dmh.evaluation.full_params`), so those results stay reusable; a saved model's header may
+#: name them (:func:`dmh.base.load_model` reads only the parameters the class has)
+REMOVED_OPTIONS = {"dam_tol": None, "dam_weight_decay": 0.0, "kernel_scale": 1.0, "gbe_balance": 0.0,
+                   "gbe_decorrelation": 0.0, "unpaired_weight": 1.0}
+
+#: GBE's later rounds under ``gbe_schedule="cosine"`` start from the previous round's relaxed codes,
+#: near a solution: their first step is this share of ``gbe_lr`` and their budget this share of
+#: ``gbe_max_iter`` (docs/speed.md: the loss the constant schedule reached in 150 steps, with as few
+#: bits changed from the previous round's codes)
+GBE_WARM_LR = 0.4
+GBE_WARM_STEPS = 0.75
+
+
+class DMHOptions:
+    """Option resolution and checks of :class:`dmh.methods.dmh.DMH` (its parameters are documented
+    there)."""
+
+    def _opt(self, name):
+        """An option's value: as given, or the preset's when ``None``."""
+        value = getattr(self, name)
+        if value is None and name in PRESETS.get(self.preset, {}):
+            return PRESETS[self.preset][name]
+        return value
+
+    @staticmethod
+    def preset_options(params: dict) -> dict:
+        """The options that ``params`` (a ``get_params`` dict) leaves as ``None``, with the values
+        its ``preset`` gives them; ``{}`` for an unknown preset (``fit`` reports it)."""
+        name = params.get("preset", "default")
+        preset = PRESETS.get(name) if isinstance(name, str) else None
+        if preset is None:
+            return {}
+        return {k: v for k, v in preset.items() if params.get(k) is None}
+
+    def _view_scalings(self, raws: dict, masks) -> dict:
+        """How each view enters CLE's first round: ``{"image": "feature"|"view", "text": ...}``
+        (``cle_scaling``, with ``"auto"`` resolved per view by :func:`sparse_view`)."""
+        how = self._opt("cle_scaling")
+        if how != "auto":
+            return {m: how for m in ("image", "text")}
+        return {m: "view" if sparse_view(raws[m], mask) else "feature"
+                for m, mask in zip(("image", "text"), masks, strict=True)}
+
+    def _cle_dtype(self, n: int):
+        """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
+        value = self._opt("cle_dtype")
+        if value == "auto":
+            value = "float32" if n >= _approx_min_n() else "float64"
+        return np.dtype(value)
+
+    def _gamma(self) -> float:
+        """GBE's quantization weight: ``gamma``, times ``16 / n_bits`` under ``gamma_scaling="bits"``."""
+        if self._opt("gamma_scaling") == "bits":
+            return float(self.gamma) * GAMMA_REFERENCE_BITS / self.n_bits_
+        return float(self.gamma)
+
+    def _gbe_budget(self, warm: bool) -> tuple[float, int]:
+        """GBE's first step size and most steps: ``gbe_lr`` and ``gbe_max_iter``, or for a round
+        that warm-starts under the cosine schedule their shares :data:`GBE_WARM_LR` and
+        :data:`GBE_WARM_STEPS`."""
+        lr, max_iter = float(self._opt("gbe_lr")), int(self._opt("gbe_max_iter"))
+        if warm and self._opt("gbe_schedule") == "cosine":
+            return lr * GBE_WARM_LR, max(1, int(round(max_iter * GBE_WARM_STEPS)))
+        return lr, max_iter
+
+    def _check_params(self):
+        choices = {
+            "complement": ("lle", "zero"),
+            "binary_embedding": ("gbe", "pca"),
+            "similarity": ("clip", "shift", "raw", "perplexity"),
+            "quantization": ("mean", "sum"),
+            "q_update": ("procrustes", "paper"),
+            "y_update": ("exact", "jacobi"),
+            "gbe_init": ("pca", "projection", "random"),
+            "gbe_solver": ("auto", "exact", "approx"),
+            "device": ("auto", "cpu", "cuda"),
+            "dam_stop": ("fixed", "agreement"),
+            "cle_dtype": ("auto", "float64", "float32"),
+            "unpaired_complement": ("neighbours", "ridge"),
+            "cle_scaling": ("feature", "view", "auto"),
+            "dam_precision": ("float32", "bfloat16", "auto"),
+            "gamma_scaling": ("none", "bits"),
+            "ridge_solver": ("sklearn", "dual"),
+            "gbe_schedule": ("constant", "cosine"),
+        }
+        if not isinstance(self.preset, str) or self.preset not in PRESETS:
+            raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
+        check_real(self._opt("perplexity"), "perplexity", low=1.0, low_inclusive=False)
+        if not isinstance(self._opt("dam_lean"), (bool, np.bool_)):
+            raise ParameterError(f"dam_lean must be True, False or None, got {self.dam_lean!r}")
+        if not isinstance(self._opt("unpaired_dam"), (bool, np.bool_)):
+            raise ParameterError(f"unpaired_dam must be True or False, got {self._opt('unpaired_dam')!r}")
+        for name, allowed in choices.items():
+            value = self._opt(name)
+            if not isinstance(value, str):
+                raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+            check_choice(value, name, allowed)
+        for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
+                     "neighbour_pool", "chunk_size"):
+            check_int(self._opt(name), name)
+        if not isinstance(self._opt("cle_gram"), (bool, np.bool_)):
+            raise ParameterError(f"cle_gram must be True, False or None, got {self.cle_gram!r}")
+        check_int(self.dam_epochs, "dam_epochs", minimum=0)
+        check_real(self.dam_agree_tol, "dam_agree_tol")
+        if self._opt("dam_agree_target") is not None:
+            check_real(self._opt("dam_agree_target"), "dam_agree_target", low=0.0, high=1.0)
+        for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
+            check_real(self._opt(name), name)
+        for name in ("image_lr", "text_lr", "gbe_lr"):
+            check_real(self._opt(name), name, low_inclusive=False)
+
+    def _check_memory(self, data: CrossModalData) -> None:
+        """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits):
+        :func:`fit_memory_bytes`, the estimated peak of the fit, against the machine's memory."""
+        n = data.n_objects
+        n_bytes = fit_memory_bytes(
+            n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits_,
+            cle_bytes=self._cle_dtype(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
+            exact_gbe=self.gbe_solver == "exact" or (self.gbe_solver == "auto" and n < _approx_min_n()),
+            input_bytes=data.image.itemsize, fully_paired=data.is_fully_paired,
+        )
+        check_finite_memory(n_bytes, "DMH", f"hidden_size={self.hidden_size}, d={self.d}, n_bits={self.n_bits_}")
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when torch sees a GPU, else ``"cpu"``; ``"cuda"`` without one is an error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ParameterError("device='cuda' but torch sees no CUDA GPU; use device='cpu' or 'auto'")
+    return device
+
+
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` multiplies bfloat16 natively: a CUDA GPU that torch says supports it, or
+    a CPU whose flags (Linux ``/proc/cpuinfo``) list AVX512-BF16 or AMX-BF16. Elsewhere ``False``
+    (bfloat16 would be emulated, slower than float32)."""
+    import torch
+
+    if device == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+#: a view is *sparse* (bag of words, tags) when at least this share of its observed entries is zero
+SPARSE_ZERO_SHARE = 0.9
+
+
+def sparse_view(Z: np.ndarray, observed: np.ndarray, threshold: float = SPARSE_ZERO_SHARE) -> bool:
+    """Whether at least ``threshold`` of the entries of ``Z``'s observed rows are exactly zero
+    (counted by blocks of rows: no copy of the view)."""
+    rows = np.flatnonzero(observed)
+    if rows.size == 0 or Z.shape[1] == 0:
+        return False
+    nonzero = 0
+    for s in range(0, rows.size, 8192):
+        nonzero += int(np.count_nonzero(Z[rows[s : s + 8192]]))
+    return 1.0 - nonzero / (rows.size * Z.shape[1]) >= threshold
+
+
+def _approx_min_n() -> int:
+    from . import gbe
+
+    return gbe.APPROX_MIN_N
+
+
+def fit_memory_bytes(n: int, d_image: int, d_text: int, *, hidden: int = 4096, d: int = 512, n_bits: int = 64,
+                     cle_bytes: int = 8, refresh: bool = True, exact_gbe: bool = False, input_bytes: int = 8,
+                     fully_paired: bool = False) -> float:
+    """Estimated peak resident memory (bytes) of a DMH fit on ``n`` objects, the inputs included.
+
+    The terms, from the arrays the fit holds at its fullest moment (see docs/scaling.md for the
+    peaks measured against it): the inputs as :class:`~dmh.data.CrossModalData` keeps them
+    (``input_bytes`` per value: 8 for its default float64, 4 for ``dtype="float32"``); the largest
+    stage of a round among CLE, GBE (Y in float64 and float32, the neighbour search's 1 GiB
+    blocks, the exact solver's n x n cache) and DAM (one modality's float32 inputs beside the
+    refreshed features); the networks with their gradients and Adam moments; and about
+    ``FIT_MEMORY_BASE`` of interpreter, libraries and allocator slack. CLE holds its scaled views
+    (``cle_bytes`` per value; with ``fully_paired=False`` also the neighbour search's copies of
+    their paired rows) and, in float32, at most 5 n x d arrays of its conjugate gradients or the
+    neighbour search's blocks of distances; in float64 (small n) about 12 n x d arrays and the
+    float64 temporaries of the standardisation.
+    Against measured peaks (paper shape, 64 bits, float32 CLE, 2 rounds, fully paired, float32
+    inputs): see docs/scaling.md, "Fitting 10^5 objects in 8 GB".
+    """
+    n, d_in, d_max = float(n), float(d_image + d_text), float(max(d_image, d_text))
+    b = float(cle_bytes)
+    inputs = float(input_bytes) * n * d_in
+    knn = min(2**28, 12.0 * n * min(n, 2048))
+    if b == 8:
+        views1 = b * n * d_in + 8.0 * 3 * n * d_max
+        views2 = (b * 2 * n * hidden + 4.0 * 2 * n * hidden + 8.0 * 2 * n * hidden) if refresh else 0.0
+        cle_work = 12.0 * b * n * d + knn
+    else:
+        copies = 1.0 if fully_paired else 2.0  # the views, and without full pairing their paired rows' copies
+        views1 = copies * b * n * d_in
+        views2 = copies * b * 2 * n * hidden if refresh else 0.0
+        cle_work = max(5.0 * b * n * d, knn)
+    gbe = 12.0 * n * d + min(2.0**30, 8.0 * n * n) + (min(4.0 * n * n, 2.0**31) if exact_gbe else 200.0 * n * 8)
+    # DAM: one modality's float32 inputs; the refresh: both views' features and a block of inputs
+    dam = max(4.0 * n * d_max, (4.0 * 2 * n * hidden + 4.0 * min(n, 16384) * d_max) if refresh else 0.0)
+    nets = 4.0 * 4 * hidden * (d_in + 2 * n_bits + 4)
+    return inputs + max(max(views1, views2) + cle_work, gbe, dam) + nets + FIT_MEMORY_BASE
+
+
+#: the part of :func:`fit_memory_bytes` that does not grow with the data: interpreter, numpy, torch,
+#: allocator slack (bytes)
+FIT_MEMORY_BASE = 1.1 * 2.0**30
