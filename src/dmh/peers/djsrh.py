@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._pairwise import PairwiseDeepPeer
+from ._pairwise import SimilarityPeer
 
 __all__ = ["DJSRH", "djsrh_similarity", "cosine_similarity"]
 
@@ -47,7 +47,7 @@ def djsrh_similarity(Fi: np.ndarray, Ft: np.ndarray, beta: float, eta: float, mu
     return mu * ((1.0 - eta) * S_tilde + eta * (S_tilde @ S_tilde.T) / m)
 
 
-class DJSRH(PairwiseDeepPeer):
+class DJSRH(SimilarityPeer):
     """DJSRH (Su et al., ICCV 2019) over given image and text features; paired objects only.
 
     Parameters (source of each default in brackets)
@@ -89,9 +89,9 @@ class DJSRH(PairwiseDeepPeer):
 
     method_name = "djsrh"
 
-    def __init__(self, n_bits=64, *, beta=0.9, eta=0.4, mu=1.5, lambda1=0.1, lambda2=0.1, epochs=20,
+    def __init__(self, n_bits=64, *, beta=0.9, eta=0.4, mu=1.5, lambda1=0.1, lambda2=0.1, epochs=80,
                  batch_size=32, image_lr=0.001, text_lr=0.01, momentum=0.9, weight_decay=5e-4,
-                 image_hidden=(512,), text_hidden=(512,), tol=0.0, patience=5, input_scaling="none", device="cpu",
+                 image_hidden=(), text_hidden=(1024,), tol=0.0, patience=5, input_scaling="none", device="cpu",
                  random_state=None):
         self.n_bits = n_bits
         self.beta = beta

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._pairwise import PairwiseDeepPeer
+from ._pairwise import SimilarityPeer
 from .djsrh import cosine_similarity
 
 __all__ = ["JDSH", "jdsh_joint_similarity", "dsdw_weighting", "fit_distribution"]
@@ -74,7 +74,7 @@ def fit_distribution(values: np.ndarray, n_bins: int = 200) -> dict:
             "s_min": float(values.min()), "s_max": float(values.max())}
 
 
-class JDSH(PairwiseDeepPeer):
+class JDSH(SimilarityPeer):
     """JDSH (Liu et al., SIGIR 2020) over given image and text features; paired objects only.
 
     Parameters (defaults: the authors' MIRFlickr configuration unless said otherwise)
@@ -112,8 +112,8 @@ class JDSH(PairwiseDeepPeer):
     method_name = "jdsh"
 
     def __init__(self, n_bits=64, *, alpha=0.5, beta=0.1, lamb=0.4, mu=1.4, intra=0.1, a=2.0, b=4.0,
-                 l1=0.1, l2=0.2, n_fit_batches=50, epochs=20, batch_size=32, image_lr=0.01, text_lr=0.01,
-                 momentum=0.9, weight_decay=5e-4, image_hidden=(512,), text_hidden=(512,), tol=0.0,
+                 l1=0.1, l2=0.2, n_fit_batches=50, epochs=100, batch_size=32, image_lr=0.01, text_lr=0.01,
+                 momentum=0.9, weight_decay=5e-4, image_hidden=(), text_hidden=(1024,), tol=0.0,
                  patience=5, input_scaling="none", device="cpu", random_state=None):
         self.n_bits = n_bits
         self.alpha = alpha
