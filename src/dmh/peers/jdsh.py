@@ -26,7 +26,9 @@ half-normal fit), ``s_min``/``s_max`` the extremes.
 
 Defaults from the authors' MIRFlickr configuration: ``alpha`` 0.5, ``beta`` 0.1, ``lamb`` 0.4, ``mu``
 1.4, ``intra`` 0.1, ``a`` (ALPHA) 2, ``b`` (BETA) 4, ``L1`` 0.1, ``L2`` 0.2, SGD lr 0.01 for both
-networks, momentum 0.9, weight decay 5e-4, batch 32, 300 epochs (reduced by default, see
+networks, momentum 0.9, weight decay 5e-4, batch 32, 300 epochs; image network: the hash layer over
+the frozen AlexNet's fc7 features (here: over the given features, ``image_hidden=()``), text network
+``d -> 4096 -> bits``. Text width (1024) and epochs (100) are reduced by default for CPU time (see
 ``docs/peers.md``).
 """
 
@@ -92,11 +94,11 @@ class JDSH(SimilarityPeer):
         Weighting strengths of the dissimilar and similar entries.
     n_fit_batches : int [50; not in the paper]
         Random batches whose ``S~`` entries the distribution is fitted to.
-    epochs : int [20; the authors' configuration: 300]
+    epochs : int [100; the authors' configuration: 300]
     batch_size : int [32]
     image_lr, text_lr : float [0.01, 0.01]
     momentum, weight_decay : float [0.9, 5e-4]
-    image_hidden, text_hidden : tuple of int [(512,), (512,); the paper's text net: (4096,)]
+    image_hidden, text_hidden : tuple of int [(), (1024,); the authors: (), (4096,)]
     tol, patience, device, random_state
         As in :class:`dmh.peers.djsrh.DJSRH`.
 

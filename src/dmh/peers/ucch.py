@@ -21,11 +21,12 @@ Loss per minibatch of paired objects ``(u_i, v_i)``, ``L = alpha L_c + (1 - alph
 
       L_r = mean_i [-s_ii + log sum_j exp(s'_ij) + margin] + (same over columns).
 
-Defaults: the authors' ``utils/config.py``: Adam lr 1e-4, weight decay 1e-6, batch 256, ``alpha``
-0.9, ``K`` 4096, ``T`` 0.9, memory momentum 0.4, ``margin`` 0.2, ``shift`` 1, 1 warm-up epoch,
-gradient norm clipped at 1, learning rate x0.1 at epochs 30, 60, 90, 100 epochs; image MLP with 2
-hidden layers and text MLP with 1, each 8192 wide (reduced here to 512 for CPU time, see
-``docs/peers.md``).
+Defaults: the feature-input command of the authors' README (``--alpha 0.7 --num_hiden_layers 3 2
+--margin 0.2 --max_epochs 20 --train_batch_size 256 --shift 0.1 --lr 0.0001 --optimizer Adam``) over
+their ``utils/config.py``: Adam weight decay 1e-6, ``K`` 4096, ``T`` 0.9, memory momentum 0.4, 1
+warm-up epoch, gradient norm clipped at 1, learning rate x0.1 at epochs 30, 60, 90, 120; image MLP
+with 2 hidden layers and text MLP with 1, each 8192 wide in their code (2048 here by default for CPU
+time, see ``docs/peers.md``).
 """
 
 from __future__ import annotations
@@ -107,29 +108,29 @@ def nce_loss(logits):
 class UCCH(PairedNetsPeer):
     """UCCH (Hu et al., TPAMI 2022) over given image and text features; paired objects only.
 
-    Parameters (defaults: the authors' ``utils/config.py`` unless said otherwise)
+    Parameters (defaults: the authors' README command for features, else their ``utils/config.py``)
     ----------
     n_bits : int
-    alpha : float [0.9]
+    alpha : float [0.7; config.py: 0.9]
         Weight of the contrastive term (``1 - alpha`` for the ranking term).
     n_negatives : int [4096]
         ``K``, negatives drawn from the memory per object.
     temperature : float [0.9]
         ``T``; the logits are divided by ``T sqrt(n_bits)``.
     memory_momentum : float [0.4]
-    margin, shift : float [0.2, 1.0]
+    margin, shift : float [0.2, 0.1; config.py's shift: 1]
         Of the cross-modal ranking loss.
     warmup_epochs : int [1]
         Epochs with in-batch negatives and no memory momentum.
-    epochs : int [100]
-    lr_milestones : tuple of int [(30, 60, 90)]
+    epochs : int [20; config.py: 100]
+    lr_milestones : tuple of int [(30, 60, 90, 120)]
         Epochs after which the learning rate is multiplied by 0.1.
     batch_size : int [256]
     lr, weight_decay : float [1e-4, 1e-6]
         Adam.
     clip_norm : float [1.0]
         Gradient norm clipping.
-    image_hidden, text_hidden : tuple of int [(512, 512), (512,); the authors: 8192 wide]
+    image_hidden, text_hidden : tuple of int [(2048, 2048), (2048,); the authors: 8192 wide]
     input_scaling : {"none", "feature"} ["none": the authors' code feeds its features as given]
         How the networks see their inputs: as given, or z-scored per feature with the training
         statistics (which blows the rare words of a 0/1 bag of words up to large values).
