@@ -26,8 +26,8 @@ def fit(name, data, n_bits=8, seed=0, **params):
     return make_method(name, n_bits=n_bits, random_state=seed, **params).fit(data)
 
 
-def check_codes(name, params):
-    data = toy()
+def check_codes(name, params, data=None):
+    data = toy() if data is None else data
     model = fit(name, data, **params)
     for m in ("image", "text"):
         codes = model.encode(data.view(m), modality=m)
@@ -38,8 +38,8 @@ def check_codes(name, params):
     return model
 
 
-def check_same_seed(name, params):
-    data = toy()
+def check_same_seed(name, params, data=None):
+    data = toy() if data is None else data
     a = fit(name, data, seed=3, **params)
     b = fit(name, data, seed=3, **params)
     c = fit(name, data, seed=4, **params)
@@ -50,8 +50,8 @@ def check_same_seed(name, params):
     assert not np.array_equal(a.project(data.image, modality="image"), c.project(data.image, modality="image"))
 
 
-def check_save_load(name, params, tmp_path):
-    data = toy()
+def check_save_load(name, params, tmp_path, data=None):
+    data = toy() if data is None else data
     model = fit(name, data, **params)
     path = model.save(tmp_path / f"{name}.npz")
     with np.load(path, allow_pickle=False) as z:  # no pickled objects in the file

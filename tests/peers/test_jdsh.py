@@ -70,3 +70,14 @@ def test_bad_input():
     h.check_bad_input("jdsh", PARAMS)
     with pytest.raises(ValueError, match="mu"):
         h.fit("jdsh", h.toy(), mu=0.0, **PARAMS)
+
+
+def test_mirflickr_distribution_is_the_authors_constants():
+    from dmh.peers.jdsh import MIRFLICKR_DISTRIBUTION
+
+    model = h.fit("jdsh", h.toy(), distribution="mirflickr", **{**PARAMS, "epochs": 1})
+    d = model.distribution_
+    assert {k: d[k] for k in MIRFLICKR_DISTRIBUTION} == MIRFLICKR_DISTRIBUTION
+    assert d["left"] == pytest.approx(-0.49 - 2 * 0.019) and d["right"] == pytest.approx(-0.49 + 4 * 0.088)
+    with pytest.raises(ValueError, match="distribution"):
+        h.fit("jdsh", h.toy(), distribution="nus", **PARAMS)

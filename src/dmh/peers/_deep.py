@@ -101,20 +101,24 @@ def torch_seed(rng: np.random.Generator) -> int:
 
 # ---------------------------------------------------------------------------- networks
 class HashMLP(nn.Module):
-    """``Linear -> ReLU -> ... -> Linear(n_bits)``, then ``tanh(alpha * h)``; optionally each output
-    row divided by its norm (UCCH's networks).
+    """``Linear -> ReLU [-> Dropout] -> ... -> Linear(n_bits)``, then ``tanh(alpha * h)``; optionally
+    each output row divided by its norm (UCCH's networks).
 
-    ``hidden=()`` gives a linear hash layer. ``alpha`` is the DJSRH/JDSH/DGCPN continuation scale
-    (``sqrt(epoch + 1)``), a plain attribute set by the training loop; encoding uses ``sign`` of the
-    pre-activation, so it does not matter after training.
+    ``hidden=()`` gives a linear hash layer. ``dropout`` (DGCPN: 0.5) acts after each hidden layer in
+    training mode only. ``alpha`` is the DJSRH/JDSH continuation scale (``sqrt(epoch + 1)``), a plain
+    attribute set by the training loop; encoding uses ``sign`` of the pre-activation, so it does not
+    matter after training.
     """
 
-    def __init__(self, n_in: int, hidden: Sequence[int], n_bits: int, normalise: bool = False):
+    def __init__(self, n_in: int, hidden: Sequence[int], n_bits: int, normalise: bool = False,
+                 dropout: float = 0.0):
         super().__init__()
         layers: list[nn.Module] = []
         width = n_in
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ReLU()]
+            if dropout > 0:
+                layers.append(nn.Dropout(dropout))
             width = h
         layers.append(nn.Linear(width, n_bits))
         self.body = nn.Sequential(*layers)
@@ -133,13 +137,16 @@ class HashMLP(nn.Module):
 
 
 def make_nets(n_features: dict, hidden: dict, n_bits: int, seed: int, device: torch.device,
-              normalise: bool = False) -> dict:
+              normalise: bool = False, dropout: float = 0.0, hash_init_std: dict | None = None) -> dict:
     """One :class:`HashMLP` per modality, initialised from ``seed`` (torch's global generator is
-    forked, so the caller's random state is left untouched)."""
+    forked, so the caller's random state is left untouched). ``hash_init_std``: ``{modality: std}``
+    draws that network's last weight matrix from ``N(0, std^2)`` instead of PyTorch's default."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        nets = {m: HashMLP(n_features[m], hidden[m], n_bits, normalise=normalise)
+        nets = {m: HashMLP(n_features[m], hidden[m], n_bits, normalise=normalise, dropout=dropout)
                 for m in ("image", "text")}
+        for m, std in (hash_init_std or {}).items():
+            nn.init.normal_(nets[m].body[-1].weight, mean=0.0, std=std)
     return {m: net.to(device=device, dtype=torch.float32) for m, net in nets.items()}
 
 
@@ -188,8 +195,9 @@ def net_state(nets: dict) -> dict[str, np.ndarray]:
     return state
 
 
-def load_net(state: dict, modality: str, n_in: int, hidden, n_bits: int, normalise: bool = False):
-    net = HashMLP(n_in, hidden, n_bits, normalise=normalise)
+def load_net(state: dict, modality: str, n_in: int, hidden, n_bits: int, normalise: bool = False,
+             dropout: float = 0.0):
+    net = HashMLP(n_in, hidden, n_bits, normalise=normalise, dropout=dropout)
     prefix = f"{modality}_net."
     sd = {k[len(prefix):]: torch.as_tensor(np.asarray(v)) for k, v in state.items() if k.startswith(prefix)}
     net.load_state_dict(sd)
@@ -223,10 +231,13 @@ def scaled_net_state(nets: dict, scalers: dict) -> dict[str, np.ndarray]:
 
 def load_scaled_nets(owner, state: dict, normalise: bool = False) -> tuple[dict, dict]:
     """``(scalers, nets)`` of both modalities from a :func:`scaled_net_state` state; the layer
-    sizes come from ``owner``'s ``n_features_``, ``image_hidden`` / ``text_hidden`` and ``n_bits_``."""
+    sizes come from ``owner``'s ``n_features_``, ``image_hidden`` / ``text_hidden`` and ``n_bits_``, the
+    layer layout also from its ``dropout`` where it has one."""
     scalers = {m: (np.asarray(state[f"{m}_mean"]), np.asarray(state[f"{m}_scale"])) for m in ("image", "text")}
     hidden = {"image": tuple(owner.image_hidden), "text": tuple(owner.text_hidden)}
-    nets = {m: load_net(state, m, owner.n_features_[m], hidden[m], owner.n_bits_, normalise=normalise)
+    dropout = float(getattr(owner, "dropout", 0.0))
+    nets = {m: load_net(state, m, owner.n_features_[m], hidden[m], owner.n_bits_, normalise=normalise,
+                        dropout=dropout)
             for m in ("image", "text")}
     return scalers, nets
 

@@ -1,10 +1,19 @@
-"""The training procedure DJSRH, JDSH and DGCPN share: two hash networks trained jointly with SGD
-(momentum 0.9, weight decay 5e-4) on minibatches of paired objects, each batch's codes made to
-reconstruct a batch similarity matrix ``S`` built from the raw features, and the ``tanh(alpha * h)``
-continuation with ``alpha = sqrt(epoch + 1)`` (DJSRH's ``set_alpha``, kept by JDSH and DGCPN).
+"""The training loop of the deep peers that learn from paired objects: DJSRH, JDSH, DGCPN and UCCH.
 
-Subclasses give the similarity (``_setup`` once per fit, ``_batch_similarity`` per batch) and the
-loss (``_loss``). This module does not import PyTorch at import time.
+:class:`PairedNetsPeer` fits one network per modality on the **paired** objects (image-only and
+text-only objects of semi-paired data are ignored, as in the papers, which assume full pairing):
+epochs of shuffled minibatches (the last incomplete batch dropped where the authors' loaders drop
+it), the epoch's mean training loss recorded in ``loss_history_``, and an optional label-free stop on
+it (``tol``, ``patience``). A method gives its hyperparameters (``_check_params``), its optimisers and
+other training state (``_begin``) and one minibatch's update (``_train_batch``).
+
+:class:`SimilarityPeer` is DJSRH, JDSH and DGCPN, whose codes reconstruct a similarity matrix ``S``
+built from the raw features: two SGD optimisers (momentum, weight decay) stepped on each batch,
+outputs ``tanh(alpha h)`` with DJSRH's continuation ``alpha = sqrt(epoch + 1)`` (``_alpha``; DGCPN
+keeps ``alpha = 1``), per batch ``S`` (``_batch_similarity``) and a loss (``_loss``); ``_update`` (one
+joint step) is where DGCPN puts its three steps.
+
+This module does not import PyTorch at import time.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -19,57 +29,48 @@ from sklearn.exceptions import ConvergenceWarning
 from ..data import CrossModalData
 from ._nets import ScaledNetsHasher
 
-__all__ = ["PairwiseDeepPeer"]
+__all__ = ["PairedNetsPeer", "SimilarityPeer"]
 
 
-class PairwiseDeepPeer(ScaledNetsHasher):
-    """Common fitting, encoding and saving of the similarity-reconstruction peers.
-
-    Trains on the **paired** objects only (``uses_unpaired = False``): image-only and text-only
-    objects of semi-paired data are ignored, as in the papers, which assume full pairing.
-    """
+class PairedNetsPeer(ScaledNetsHasher):
+    """Fitting of two networks on the paired objects; subclasses give the update (see the module)."""
 
     uses_unpaired = False
     min_paired = 2
+    #: drop the last incomplete minibatch of an epoch (DJSRH's, JDSH's and UCCH's loaders do)
+    _drop_last = True
 
     # ------------------------------------------------------------------ to override
-    def _check_method_params(self) -> None:
-        """Validate the method's own hyperparameters (raise ParameterError)."""
+    def _check_params(self) -> dict:  # pragma: no cover - abstract
+        """Every hyperparameter checked (raise ParameterError); a dict with at least ``epochs``,
+        ``batch_size``, ``image_hidden``, ``text_hidden``, ``input_scaling`` and ``device``
+        (optionally ``tol``, ``patience``, ``dropout``)."""
+        raise NotImplementedError
 
     def _setup(self, Fi: np.ndarray, Ft: np.ndarray, rng: np.random.Generator) -> None:
         """Once per fit, with the raw paired features (e.g. a graph over all training objects)."""
 
-    def _batch_similarity(self, Fi: np.ndarray, Ft: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        raise NotImplementedError  # pragma: no cover - abstract
+    def _hash_init_std(self, p: dict) -> dict | None:
+        """``{modality: std}`` of a hash layer drawn from ``N(0, std^2)`` (DGCPN's text network)."""
+        return None
 
-    def _loss(self, hi, ht, S):
-        raise NotImplementedError  # pragma: no cover - abstract
+    def _begin(self, run: SimpleNamespace) -> None:
+        """Optimisers and other training state, kept on ``run``."""
+
+    def _begin_epoch(self, run: SimpleNamespace) -> None:
+        """Before the epoch ``run.epoch`` (0-based)."""
+
+    def _train_batch(self, run: SimpleNamespace, idx) -> float:  # pragma: no cover - abstract
+        """One minibatch (``idx``: a CPU tensor of row numbers); returns its training loss."""
+        raise NotImplementedError
+
+    def _end_epoch(self, run: SimpleNamespace) -> None:
+        """After the epoch ``run.epoch``."""
+
+    def _end(self) -> None:
+        """After the fit, also when it fails (drop what is not part of the model)."""
 
     # ------------------------------------------------------------------ common
-    def _check_common_params(self) -> dict:
-        from . import _deep
-
-        return {
-            "epochs": _deep.check_int(self, "epochs", 1),
-            "batch_size": _deep.check_int(self, "batch_size", 2),
-            "image_lr": _deep.check_float(self, "image_lr", 0.0, low_open=True),
-            "text_lr": _deep.check_float(self, "text_lr", 0.0, low_open=True),
-            "momentum": _deep.check_float(self, "momentum", 0.0, 1.0, high_open=True),
-            "weight_decay": _deep.check_float(self, "weight_decay", 0.0),
-            "image_hidden": _deep.check_hidden(self, "image_hidden"),
-            "text_hidden": _deep.check_hidden(self, "text_hidden"),
-            "tol": _deep.check_float(self, "tol", 0.0),
-            "patience": _deep.check_int(self, "patience", 1),
-            "input_scaling": _deep.check_input_scaling(self),
-            "device": _deep.check_device(self),
-        }
-
-    def _check_params(self) -> dict:
-        """Every hyperparameter (the shared ones, returned, and the method's own)."""
-        p = self._check_common_params()
-        self._check_method_params()
-        return p
-
     def _fit(self, data: CrossModalData) -> None:
         import torch
 
@@ -84,64 +85,139 @@ class PairwiseDeepPeer(ScaledNetsHasher):
         n = Fi.shape[0]
         self.n_train_ = n
         self.scalers_ = _deep.fit_scalers({"image": Fi, "text": Ft}, p["input_scaling"])
-        Xi = torch.as_tensor(_deep.apply_scaler(Fi, self.scalers_["image"]), dtype=torch.float32, device=device)
-        Xt = torch.as_tensor(_deep.apply_scaler(Ft, self.scalers_["text"]), dtype=torch.float32, device=device)
-        self._setup(Fi, Ft, rng)
-        seed = _deep.torch_seed(rng)
-        hidden = {"image": p["image_hidden"], "text": p["text_hidden"]}
-        nets = _deep.make_nets({"image": Fi.shape[1], "text": Ft.shape[1]}, hidden, self.n_bits_, seed, device)
-        opts = {
-            m: torch.optim.SGD(nets[m].parameters(), lr=p[f"{m}_lr"], momentum=p["momentum"],
-                               weight_decay=p["weight_decay"])
-            for m in ("image", "text")
-        }
-        gen = torch.Generator().manual_seed(seed + 1)
-        history = []
-        best = math.inf
-        stale = 0
-        t0 = time.perf_counter()
-        converged = False
-        for epoch in range(p["epochs"]):
-            alpha = math.sqrt(epoch + 1.0)
-            for net in nets.values():
-                net.train()
-                net.alpha = alpha
-            total, count = 0.0, 0
-            for idx_t in _deep.minibatches(n, p["batch_size"], gen):
-                idx = idx_t.numpy()
-                S = torch.as_tensor(self._batch_similarity(Fi, Ft, idx), dtype=torch.float32, device=device)
-                idx_d = idx_t.to(device)
-                hi = nets["image"](Xi[idx_d])
-                ht = nets["text"](Xt[idx_d])
-                loss = self._loss(hi, ht, S)
-                for opt in opts.values():
-                    opt.zero_grad()
-                loss.backward()
-                for opt in opts.values():
-                    opt.step()
-                total += float(loss.detach()) * len(idx)
-                count += len(idx)
-            epoch_loss = _deep.check_loss(total / count, type(self).__name__, epoch)
-            history.append(epoch_loss)
-            # label-free stopping rule on the training objective
-            if epoch_loss < best * (1.0 - p["tol"]):
-                best = epoch_loss
-                stale = 0
-            else:
-                stale += 1
-            if p["tol"] > 0 and stale >= p["patience"]:
-                converged = True
-                break
-        if p["tol"] > 0 and not converged:
+        X = {m: torch.as_tensor(_deep.apply_scaler(F_, self.scalers_[m]), dtype=torch.float32, device=device)
+             for m, F_ in (("image", Fi), ("text", Ft))}
+        try:
+            self._setup(Fi, Ft, rng)
+            seed = _deep.torch_seed(rng)
+            nets = _deep.make_nets(
+                {"image": Fi.shape[1], "text": Ft.shape[1]},
+                {"image": p["image_hidden"], "text": p["text_hidden"]}, self.n_bits_, seed, device,
+                normalise=self._normalised_nets, dropout=p.get("dropout", 0.0), hash_init_std=self._hash_init_std(p),
+            )
+            run = SimpleNamespace(p=p, nets=nets, X=X, Fi=Fi, Ft=Ft, device=device,
+                                  gen=torch.Generator().manual_seed(seed + 1), epoch=0)
+            self._begin(run)
+            # dropout draws from torch's global generator: seeded here, the caller's state restored after
+            cuda = [device.index or 0] if device.type == "cuda" else []
+            with torch.random.fork_rng(devices=cuda):
+                torch.manual_seed(seed + 2)
+                history, converged = self._train(run, n)
+        finally:
+            self._end()
+        tol = p.get("tol", 0.0)
+        if tol > 0 and not converged:
             warnings.warn(
                 f"{type(self).__name__} reached epochs={p['epochs']} before its training loss stopped "
-                f"improving by tol={p['tol']} over {p['patience']} epochs",
-                ConvergenceWarning, stacklevel=3,
+                f"improving by tol={tol} over {p['patience']} epochs",
+                ConvergenceWarning, stacklevel=4,
             )
         for net in nets.values():
             net.eval()
         self.nets_ = {m: net.to("cpu") for m, net in nets.items()}
         self.loss_history_ = np.asarray(history)
         self.n_iter_ = len(history)
-        self.fit_time_ = time.perf_counter() - t0
 
+    def _train(self, run: SimpleNamespace, n: int) -> tuple[list, bool]:
+        from . import _deep
+
+        p = run.p
+        tol, patience = p.get("tol", 0.0), p.get("patience", 1)
+        history: list[float] = []
+        best, stale = math.inf, 0
+        t0 = time.perf_counter()
+        for epoch in range(p["epochs"]):
+            run.epoch = epoch
+            self._begin_epoch(run)
+            for net in run.nets.values():
+                net.train()
+            total, count = 0.0, 0
+            for idx in _deep.minibatches(n, p["batch_size"], run.gen, drop_last=self._drop_last):
+                total += self._train_batch(run, idx) * len(idx)
+                count += len(idx)
+            self._end_epoch(run)
+            epoch_loss = _deep.check_loss(total / count, type(self).__name__, epoch)
+            history.append(epoch_loss)
+            # label-free stopping rule on the training objective
+            if epoch_loss < best * (1.0 - tol):
+                best, stale = epoch_loss, 0
+            else:
+                stale += 1
+            if tol > 0 and stale >= patience:
+                self.fit_time_ = time.perf_counter() - t0
+                return history, True
+        self.fit_time_ = time.perf_counter() - t0
+        return history, False
+
+
+class SimilarityPeer(PairedNetsPeer):
+    """DJSRH, JDSH and DGCPN: SGD on the reconstruction of a batch similarity ``S`` (see the module)."""
+
+    # ------------------------------------------------------------------ to override
+    def _check_method_params(self) -> dict:
+        """Validate the method's own hyperparameters (raise ParameterError); extra entries of ``p``."""
+        return {}
+
+    def _batch_similarity(self, Fi: np.ndarray, Ft: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _loss(self, hi, ht, S):
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _alpha(self, epoch: int) -> float:
+        """Scale of the ``tanh`` outputs in the (0-based) ``epoch``: DJSRH's ``sqrt(epoch + 1)``."""
+        return math.sqrt(epoch + 1.0)
+
+    def _update(self, run: SimpleNamespace, xi, xt, S) -> float:
+        """One joint step of both networks on ``_loss``; returns the loss."""
+        loss = self._loss(run.nets["image"](xi), run.nets["text"](xt), S)
+        for opt in run.opts.values():
+            opt.zero_grad()
+        loss.backward()
+        for opt in run.opts.values():
+            opt.step()
+        return float(loss.detach())
+
+    # ------------------------------------------------------------------ common
+    def _check_params(self) -> dict:
+        from . import _deep
+
+        p = {
+            "epochs": _deep.check_int(self, "epochs", 1),
+            "batch_size": _deep.check_int(self, "batch_size", 2),
+            "image_lr": _deep.check_float(self, "image_lr", 0.0, low_open=True),
+            "text_lr": _deep.check_float(self, "text_lr", 0.0, low_open=True),
+            "momentum": _deep.check_float(self, "momentum", 0.0, 1.0, high_open=True),
+            "weight_decay": _deep.check_float(self, "weight_decay", 0.0),
+            "image_hidden": _deep.check_hidden(self, "image_hidden"),
+            "text_hidden": _deep.check_hidden(self, "text_hidden"),
+            "tol": _deep.check_float(self, "tol", 0.0),
+            "patience": _deep.check_int(self, "patience", 1),
+            "input_scaling": _deep.check_input_scaling(self),
+            "device": _deep.check_device(self),
+        }
+        p.update(self._check_method_params() or {})
+        return p
+
+    def _begin(self, run):
+        import torch
+
+        p = run.p
+        run.opts = {
+            m: torch.optim.SGD(run.nets[m].parameters(), lr=p[f"{m}_lr"], momentum=p["momentum"],
+                               weight_decay=p["weight_decay"])
+            for m in ("image", "text")
+        }
+
+    def _begin_epoch(self, run):
+        alpha = self._alpha(run.epoch)
+        for net in run.nets.values():
+            net.alpha = alpha
+
+    def _train_batch(self, run, idx):
+        import torch
+
+        S = torch.as_tensor(self._batch_similarity(run.Fi, run.Ft, idx.numpy()), dtype=torch.float32,
+                            device=run.device)
+        idx_d = idx.to(run.device)
+        return self._update(run, run.X["image"][idx_d], run.X["text"][idx_d], S)

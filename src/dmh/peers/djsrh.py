@@ -16,16 +16,17 @@ Objective, per minibatch of ``m`` paired objects (as in the paper and the author
 Defaults are the authors' MIRFlickr settings (``settings.py`` of github.com/zs-zhong/DJSRH): batch 32,
 SGD momentum 0.9, weight decay 5e-4, ``lr`` 0.001 (image) / 0.01 (text), ``beta`` 0.9, ``eta`` 0.4,
 ``mu`` 1.5, ``lambda1 = lambda2 = 0.1``, 80 epochs (Wikipedia there: beta 0.3, lambdas 0.3, lr 0.01,
-200 epochs). Text network ``d -> 4096 -> bits``. The image network here is an MLP over the given
-features (see :mod:`dmh.peers._deep`); its width and the number of epochs are reduced by default for
-CPU time (see ``docs/peers.md``).
+200 epochs). Text network ``d -> 4096 -> bits``; the image network over given features is the part
+of theirs after AlexNet's fc7, the hash layer ``fc_encode`` (``image_hidden=()``). The text width is
+reduced to 1024 by default for CPU time (``text_hidden=(4096,)`` is the authors'; see
+``docs/peers.md``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._pairwise import PairwiseDeepPeer
+from ._pairwise import SimilarityPeer
 
 __all__ = ["DJSRH", "djsrh_similarity", "cosine_similarity"]
 
@@ -47,7 +48,7 @@ def djsrh_similarity(Fi: np.ndarray, Ft: np.ndarray, beta: float, eta: float, mu
     return mu * ((1.0 - eta) * S_tilde + eta * (S_tilde @ S_tilde.T) / m)
 
 
-class DJSRH(PairwiseDeepPeer):
+class DJSRH(SimilarityPeer):
     """DJSRH (Su et al., ICCV 2019) over given image and text features; paired objects only.
 
     Parameters (source of each default in brackets)
@@ -58,15 +59,16 @@ class DJSRH(PairwiseDeepPeer):
         Weight of the image similarity in ``S~``; weight of the second-order term; scale of ``S``.
     lambda1, lambda2 : float [0.1, 0.1]
         Weights of the image-image and text-text reconstruction terms.
-    epochs : int [20; the authors use 80 on MIRFlickr, 200 on Wikipedia]
-        Passes over the paired objects (reduced for CPU time; pass 80 for the paper's schedule).
+    epochs : int [80; the authors' Wikipedia setting: 200]
+        Passes over the paired objects.
     batch_size : int [32]
     image_lr, text_lr : float [0.001, 0.01]
         SGD learning rates.
     momentum, weight_decay : float [0.9, 5e-4]
-    image_hidden : tuple of int [(512,)]
-        Hidden widths of the image MLP (stands in for AlexNet's fine-tuned fc layers, 4096 wide).
-    text_hidden : tuple of int [(512,); the paper: (4096,)]
+    image_hidden : tuple of int [(); the hash layer over the given features, as the authors' code
+        over fc7 features]
+        Hidden widths of the image MLP.
+    text_hidden : tuple of int [(1024,); the authors: (4096,)]
         Hidden widths of the text MLP.
     tol, patience : float, int [0, 5]
         Optional label-free stopping rule: stop when the epoch's training loss has not fallen by a
@@ -89,9 +91,9 @@ class DJSRH(PairwiseDeepPeer):
 
     method_name = "djsrh"
 
-    def __init__(self, n_bits=64, *, beta=0.9, eta=0.4, mu=1.5, lambda1=0.1, lambda2=0.1, epochs=20,
+    def __init__(self, n_bits=64, *, beta=0.9, eta=0.4, mu=1.5, lambda1=0.1, lambda2=0.1, epochs=80,
                  batch_size=32, image_lr=0.001, text_lr=0.01, momentum=0.9, weight_decay=5e-4,
-                 image_hidden=(512,), text_hidden=(512,), tol=0.0, patience=5, input_scaling="none", device="cpu",
+                 image_hidden=(), text_hidden=(1024,), tol=0.0, patience=5, input_scaling="none", device="cpu",
                  random_state=None):
         self.n_bits = n_bits
         self.beta = beta

@@ -22,11 +22,14 @@ offline to MIRFlickr in the authors' configuration (-0.49, 0.019, 0.088, -0.52, 
 implementation fits them to the training data at the start of ``fit`` (:func:`fit_distribution`),
 label-free: over the off-diagonal entries of ``S~`` in ``n_fit_batches`` random batches, ``loc`` is
 the mode of the histogram, each scale the root mean square distance to ``loc`` on its side (a
-half-normal fit), ``s_min``/``s_max`` the extremes.
+half-normal fit), ``s_min``/``s_max`` the extremes. ``distribution="mirflickr"`` uses the authors'
+constants instead.
 
 Defaults from the authors' MIRFlickr configuration: ``alpha`` 0.5, ``beta`` 0.1, ``lamb`` 0.4, ``mu``
 1.4, ``intra`` 0.1, ``a`` (ALPHA) 2, ``b`` (BETA) 4, ``L1`` 0.1, ``L2`` 0.2, SGD lr 0.01 for both
-networks, momentum 0.9, weight decay 5e-4, batch 32, 300 epochs (reduced by default, see
+networks, momentum 0.9, weight decay 5e-4, batch 32, 300 epochs; image network: the hash layer over
+the frozen AlexNet's fc7 features (here: over the given features, ``image_hidden=()``), text network
+``d -> 4096 -> bits``. Text width (1024) and epochs (100) are reduced by default for CPU time (see
 ``docs/peers.md``).
 """
 
@@ -34,10 +37,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._pairwise import PairwiseDeepPeer
+from ..errors import ParameterError
+from ._pairwise import SimilarityPeer
 from .djsrh import cosine_similarity
 
-__all__ = ["JDSH", "jdsh_joint_similarity", "dsdw_weighting", "fit_distribution"]
+__all__ = ["JDSH", "jdsh_joint_similarity", "dsdw_weighting", "fit_distribution", "MIRFLICKR_DISTRIBUTION"]
+
+#: the distribution constants of the authors' MIRFlickr configuration (LOC_LEFT = LOC_RIGHT, SCALE_LEFT,
+#: SCALE_RIGHT, MIN, MAX of ``JDSH_MIRFlickr.json``)
+MIRFLICKR_DISTRIBUTION = {"loc": -0.49, "scale_left": 0.019, "scale_right": 0.088, "s_min": -0.52, "s_max": 0.68}
 
 
 def jdsh_joint_similarity(Fi: np.ndarray, Ft: np.ndarray, alpha: float, beta: float, lamb: float) -> np.ndarray:
@@ -74,7 +82,7 @@ def fit_distribution(values: np.ndarray, n_bins: int = 200) -> dict:
             "s_min": float(values.min()), "s_max": float(values.max())}
 
 
-class JDSH(PairwiseDeepPeer):
+class JDSH(SimilarityPeer):
     """JDSH (Liu et al., SIGIR 2020) over given image and text features; paired objects only.
 
     Parameters (defaults: the authors' MIRFlickr configuration unless said otherwise)
@@ -90,13 +98,16 @@ class JDSH(PairwiseDeepPeer):
         Decision thresholds in scales from ``loc`` (the configuration's ALPHA and BETA).
     l1, l2 : float [0.1, 0.2]
         Weighting strengths of the dissimilar and similar entries.
+    distribution : {"fit", "mirflickr"} ["fit"]
+        ``"fit"``: the distribution constants fitted to the training data (see the module);
+        ``"mirflickr"``: the authors' constants, fitted to MIRFlickr (:data:`MIRFLICKR_DISTRIBUTION`).
     n_fit_batches : int [50; not in the paper]
         Random batches whose ``S~`` entries the distribution is fitted to.
-    epochs : int [20; the authors' configuration: 300]
+    epochs : int [100; the authors' configuration: 300]
     batch_size : int [32]
     image_lr, text_lr : float [0.01, 0.01]
     momentum, weight_decay : float [0.9, 5e-4]
-    image_hidden, text_hidden : tuple of int [(512,), (512,); the paper's text net: (4096,)]
+    image_hidden, text_hidden : tuple of int [(), (1024,); the authors: (), (4096,)]
     tol, patience, device, random_state
         As in :class:`dmh.peers.djsrh.DJSRH`.
 
@@ -112,8 +123,8 @@ class JDSH(PairwiseDeepPeer):
     method_name = "jdsh"
 
     def __init__(self, n_bits=64, *, alpha=0.5, beta=0.1, lamb=0.4, mu=1.4, intra=0.1, a=2.0, b=4.0,
-                 l1=0.1, l2=0.2, n_fit_batches=50, epochs=20, batch_size=32, image_lr=0.01, text_lr=0.01,
-                 momentum=0.9, weight_decay=5e-4, image_hidden=(512,), text_hidden=(512,), tol=0.0,
+                 l1=0.1, l2=0.2, distribution="fit", n_fit_batches=50, epochs=100, batch_size=32, image_lr=0.01, text_lr=0.01,
+                 momentum=0.9, weight_decay=5e-4, image_hidden=(), text_hidden=(1024,), tol=0.0,
                  patience=5, input_scaling="none", device="cpu", random_state=None):
         self.n_bits = n_bits
         self.alpha = alpha
@@ -125,6 +136,7 @@ class JDSH(PairwiseDeepPeer):
         self.b = b
         self.l1 = l1
         self.l2 = l2
+        self.distribution = distribution
         self.n_fit_batches = n_fit_batches
         self.epochs = epochs
         self.batch_size = batch_size
@@ -147,8 +159,19 @@ class JDSH(PairwiseDeepPeer):
             _deep.check_float(self, name, 0.0)
         _deep.check_float(self, "mu", 0.0, low_open=True)
         _deep.check_int(self, "n_fit_batches", 1)
+        if self.distribution not in ("fit", "mirflickr"):
+            raise ParameterError(f"JDSH: distribution must be 'fit' or 'mirflickr', got {self.distribution!r}")
 
     def _setup(self, Fi, Ft, rng):
+        if self.distribution == "mirflickr":
+            dist = dict(MIRFLICKR_DISTRIBUTION)
+        else:
+            dist = self._fit_distribution(Fi, Ft, rng)
+        dist["left"] = dist["loc"] - self.a * dist["scale_left"]
+        dist["right"] = dist["loc"] + self.b * dist["scale_right"]
+        self.distribution_ = dist
+
+    def _fit_distribution(self, Fi, Ft, rng):
         n = Fi.shape[0]
         m = min(int(self.batch_size), n)
         values = []
@@ -157,10 +180,7 @@ class JDSH(PairwiseDeepPeer):
             idx = rng.choice(n, size=m, replace=False)
             S = jdsh_joint_similarity(Fi[idx], Ft[idx], self.alpha, self.beta, self.lamb)
             values.append(S[off])
-        dist = fit_distribution(np.concatenate(values))
-        dist["left"] = dist["loc"] - self.a * dist["scale_left"]
-        dist["right"] = dist["loc"] + self.b * dist["scale_right"]
-        self.distribution_ = dist
+        return fit_distribution(np.concatenate(values))
 
     def _batch_similarity(self, Fi, Ft, idx):
         d = self.distribution_
