@@ -124,9 +124,12 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
         save()
         log(f"auto: {name}: score {_shown(scores[name])}, fit {seconds:.1f} s")
     fitted = [n for n in candidates if scores[n]["score"] is not None]
-    if not fitted:
-        raise CollectionError("--method auto: none of the candidates could be fitted on this collection ("
-                              + "; ".join(f"{n}: {scores[n]['error']}" for n in candidates) + ")")
+    if not fitted:  # too few pairs once some are held out: the first candidate, on every item
+        record.update(chosen=candidates[0], reason="no candidate could be fitted without the held-out pairs")
+        save()
+        log(f"auto: no candidate could be fitted without the held-out pairs; building with {candidates[0]} "
+            "on every item")
+        return candidates[0]
     best = fitted[int(np.argmax([scores[n]["score"] for n in fitted]))]  # ties: the first listed
     record.update(chosen=best, refit=True)
     save()

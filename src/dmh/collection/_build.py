@@ -130,9 +130,10 @@ def build_collection(
     labels), records every score and the choice in ``build.json`` under ``"auto"``, and builds with
     the best, fitted on every item; its ``params`` are ``{candidate: {key: value}}``.
     ``features_from``: a built collection whose image features (same ``image_model``) are reused
-    for the photos it holds, instead of being computed again. ``image_model``: ``"efficientnet-lite0"`` or ``"pixels-16"``;
-    ``text_features``: ``"bow"`` (``vocabulary_size`` words) or ``"minilm"``. A rerun with the same
-    settings skips the finished stages; other settings need ``restart=True`` (or another folder).
+    for the photos it holds, instead of being computed again. ``image_model``:
+    ``"efficientnet-lite0"`` or ``"pixels-16"``; ``text_features``: ``"bow"`` (``vocabulary_size``
+    words) or ``"minilm"``. A rerun with the same settings skips the finished stages; other
+    settings need ``restart=True`` (or another folder).
 
     One build or add at a time per collection: another one waits up to ``wait`` seconds for the
     collection's lock, then is refused (an :class:`OutputError` naming the holder).
