@@ -88,8 +88,13 @@ def _wait_option(f):
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Collection folder to create (or resume).")
 @click.option("--bits", default=64, show_default=True, type=int, help="Code length (a multiple of 8).")
-@click.option("--method", default="dmh", show_default=True, help="Hashing method (dmh, cvh, ...).")
-@click.option("--param", "params", multiple=True, help="KEY=VALUE hyperparameter of the method.")
+@click.option("--method", default="dmh", show_default=True,
+              help="Hashing method (dmh, cca-itq, fsh, ...), or auto: the best of --candidates on the "
+              "collection's own held-out captioned photos (no labels).")
+@click.option("--candidates", default=None, metavar="M1,M2,...",
+              help="With --method auto: the methods compared [default: dmh,cca-itq,fsh,spdh].")
+@click.option("--param", "params", multiple=True,
+              help="KEY=VALUE hyperparameter of the method (with --method auto: METHOD.KEY=VALUE).")
 @click.option("--image-model", type=click.Choice(["efficientnet-lite0", "pixels-16"]),
               default="efficientnet-lite0", show_default=True,
               help="Image features (pixels-16: colour layout only, for toy collections).")
@@ -100,32 +105,54 @@ def _wait_option(f):
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--restart", is_flag=True, help="Rebuild from scratch instead of resuming.")
+@click.option("--features-from", type=click.Path(file_okay=False, path_type=Path), metavar="COLLECTION",
+              help="Reuse the image features of this built collection (same --image-model) for the photos it holds.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.option("--store", default="local", show_default=True, metavar="local|milvus[:URI]",
               help="Where the codes are searched: local index files, or Milvus (pip install 'dmh[milvus]'): "
               "milvus alone = the milvus-lite file codes.db in the collection, milvus:http://host:19530 a server.")
 @_wait_option
 @ray_options(batch_default=16)
-def build(photos, captions, output, bits, method, params, image_model, text_features, vocabulary_size,
-          fit_max, seed, batch_size, restart, progress, store, wait, ray_address, ray_batch_size, ray_cpus, ray_gpus,
-          ray_concurrency):
+def build(photos, captions, output, bits, method, candidates, params, image_model, text_features, vocabulary_size,
+          fit_max, seed, batch_size, restart, features_from, progress, store, wait, ray_address, ray_batch_size,
+          ray_cpus, ray_gpus, ray_concurrency):
     """Build a searchable collection from a folder of PHOTOS and a CAPTIONS file.
 
     CAPTIONS is a CSV with the header ``image,caption``: ``image`` names a file of PHOTOS (empty for
     a caption without a photo), ``caption`` its text (empty for none). Photos the file does not
     list are added without a caption. Rerunning the same command resumes an interrupted build.
+
+    --method auto fits each of --candidates on the collection minus a seeded 15% of its captioned
+    photos, scores it by how well those photos and their captions find each other, and builds with
+    the best (fitted again on everything); build.json records every score and the choice.
     """
     from ..collection import build_collection
 
     if captions is not None and Path(captions).is_dir():
         raise click.BadParameter(f"{captions} is a folder, expected a captions file", param_hint="CAPTIONS")
+    if method.strip().lower() == "auto":
+        method = "auto"
+        from ..collection._auto import DEFAULT_CANDIDATES
+        from ._options import name_list, parse_params
+
+        candidates = name_list(candidates, "--candidates") if candidates is not None else list(DEFAULT_CANDIDATES)
+        for item in params:
+            key = item.split("=", 1)[0]
+            if "." not in key:
+                raise click.BadParameter(f"with --method auto, name the candidate: METHOD.KEY=VALUE, got {item!r}",
+                                         param_hint="--param")
+        method_params = {m: p for m, p in parse_params(params, candidates).items() if p}
+    else:
+        if candidates is not None:
+            raise click.BadParameter("applies to --method auto", param_hint="--candidates")
+        method_params = _params(params)
     ray = _ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
     with _warnings_to_stderr(), _ray_runtime(ray):
         build_collection(
-            photos, captions, output, method=method, n_bits=bits, params=_params(params),
+            photos, captions, output, method=method, n_bits=bits, params=method_params, candidates=candidates,
             image_model=image_model, text_features=text_features, vocabulary_size=vocabulary_size,
             fit_max=fit_max, seed=seed, batch_size=batch_size, restart=restart, progress=progress, log=_log,
-            store=store, ray=ray, wait=wait,
+            store=store, ray=ray, wait=wait, features_from=features_from,
         )
 
 

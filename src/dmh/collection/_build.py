@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ def _checkpoint(step: str) -> None:
 
 
 def _settings(photos, captions, *, method, n_bits, params, image_model, text_features, vocabulary_size,
-              fit_max, seed) -> dict:
+              fit_max, seed, candidates=None) -> dict:
     from ..featurizer_spec import IMAGE_MODELS
     from ..registry import get_method_class
 
@@ -53,10 +54,14 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
         raise CollectionError(f"--image-model must be one of {IMAGE_MODELS}, got {image_model!r}")
     if text_features not in ("bow", "minilm"):
         raise CollectionError(f"--text-features must be bow or minilm, got {text_features!r}")
-    try:
-        get_method_class(method)
-    except KeyError as exc:
-        raise CollectionError(str(exc.args[0])) from None
+    auto = method == "auto"
+    if not auto:
+        if candidates is not None:
+            raise CollectionError("--candidates applies to --method auto")
+        try:
+            get_method_class(method)
+        except KeyError as exc:
+            raise CollectionError(f"{exc.args[0]}, or auto") from None
     if n_bits < 8 or n_bits % 8 or n_bits > 4096:
         raise CollectionError(f"--bits must be a positive multiple of 8 (codes are indexed packed) up to 4096, "
                               f"got {n_bits}")
@@ -65,21 +70,28 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
     from .._validation import check_seed
 
     check_seed(seed, "--seed")  # before any work, like the --param values below
-    for name, option in (("n_bits", "--bits"), ("random_state", "--seed")):
-        if name in params:
-            raise CollectionError(f"--param {name} is set by the command itself; use {option}")
-    from ..evaluation import check_method_params
+    extra = {}
+    if auto:  # the candidates and their parameters ({candidate: {key: value}}), checked as their fits will
+        from ._auto import DEFAULT_CANDIDATES, check_candidates
 
-    try:  # every name and value as the fit will check them, before any photo is read
-        check_method_params(method, params, [n_bits])
-    except ParameterError as exc:
-        raise CollectionError(f"--param: {exc}") from None
+        names, params = check_candidates(DEFAULT_CANDIDATES if candidates is None else candidates, params, n_bits)
+        extra["candidates"] = names  # recorded only for auto: builds of one method resume as before
+    else:
+        for name, option in (("n_bits", "--bits"), ("random_state", "--seed")):
+            if name in params:
+                raise CollectionError(f"--param {name} is set by the command itself; use {option}")
+        from ..evaluation import check_method_params
+
+        try:  # every name and value as the fit will check them, before any photo is read
+            check_method_params(method, params, [n_bits])
+        except ParameterError as exc:
+            raise CollectionError(f"--param: {exc}") from None
     return {
         "photos": str(Path(photos).resolve()) if photos is not None else None,
         "captions": str(Path(captions).resolve()) if captions is not None else None,
         "method": method, "n_bits": int(n_bits), "params": dict(params), "image_model": image_model,
         "text_features": text_features, "vocabulary_size": int(vocabulary_size), "fit_max": int(fit_max),
-        "seed": int(seed),
+        "seed": int(seed), **extra,
     }
 
 
@@ -91,6 +103,7 @@ def build_collection(
     method: str = "dmh",
     n_bits: int = 64,
     params: dict | None = None,
+    candidates=None,
     image_model: str = "efficientnet-lite0",
     text_features: str = "bow",
     vocabulary_size: int = 2000,
@@ -103,6 +116,7 @@ def build_collection(
     store: str = "local",
     ray=None,
     wait: float = LOCK_WAIT,
+    features_from=None,
 ) -> Path:
     """Build (or resume building) a collection in the folder ``out``; see the module docstring.
 
@@ -111,16 +125,24 @@ def build_collection(
     image features and the codes on Ray (same results).
 
     ``method``/``n_bits``/``params``: the hashing model (fitted on at most ``fit_max`` items, drawn
-    with ``seed``). ``image_model``: ``"efficientnet-lite0"`` or ``"pixels-16"``;
-    ``text_features``: ``"bow"`` (``vocabulary_size`` words) or ``"minilm"``. A rerun with the same
-    settings skips the finished stages; other settings need ``restart=True`` (or another folder).
+    with ``seed``). ``method="auto"`` compares ``candidates`` (default
+    :data:`dmh.collection._auto.DEFAULT_CANDIDATES`) on held-out pairs of the collection (no
+    labels), records every score and the choice in ``build.json`` under ``"auto"``, and builds with
+    the best, fitted on every item; its ``params`` are ``{candidate: {key: value}}``.
+    ``features_from``: a built collection whose image features (same ``image_model``) are reused
+    for the photos it holds, instead of being computed again. ``image_model``:
+    ``"efficientnet-lite0"`` or ``"pixels-16"``; ``text_features``: ``"bow"`` (``vocabulary_size``
+    words) or ``"minilm"``. A rerun with the same settings skips the finished stages; other
+    settings need ``restart=True`` (or another folder).
 
     One build or add at a time per collection: another one waits up to ``wait`` seconds for the
     collection's lock, then is refused (an :class:`OutputError` naming the holder).
     """
     settings = _settings(photos, captions, method=method, n_bits=n_bits, params=params or {},
                          image_model=image_model, text_features=text_features,
-                         vocabulary_size=vocabulary_size, fit_max=fit_max, seed=seed)
+                         vocabulary_size=vocabulary_size, fit_max=fit_max, seed=seed, candidates=candidates)
+    if features_from is not None:
+        _check_complete(Path(features_from))
     from ..store import parse_store
 
     try:
@@ -142,7 +164,7 @@ def build_collection(
     out.mkdir(parents=True, exist_ok=True)
     with _writer_lock(out, wait, log):
         return _build_locked(out, P, settings, scanned, photos, captions, restart=restart, batch_size=batch_size,
-                             progress=progress, log=log, store=store, ray=ray)
+                             progress=progress, log=log, store=store, ray=ray, features_from=features_from)
 
 
 def _writer_lock(root: Path, wait: float, log):
@@ -168,7 +190,8 @@ def _check_empty(out: Path, P: _Paths) -> None:
         raise CollectionError(f"{out} is not empty and holds no collection; give a new or empty folder")
 
 
-def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch_size, progress, log, store, ray):
+def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch_size, progress, log, store, ray,
+                  features_from):
     """The stages of :func:`build_collection`, under the collection's lock (the state is read
     again here: another build may have changed it while this one waited)."""
     method, n_bits, params = settings["method"], settings["n_bits"], settings["params"]
@@ -190,15 +213,22 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
                  "settings": settings, "done": []}
         _write_json(P.build, state)
 
-    def finish(stage):
+    started = [time.perf_counter()]
+
+    def finish(stage, **detail):  # the stage done, with its seconds (those of the run that did it)
         state["done"].append(stage)
+        state.setdefault("seconds", {})[stage] = round(time.perf_counter() - started[0], 3)
+        if detail:
+            state["seconds"].update(detail)
         _write_json(P.build, state)
+        started[0] = time.perf_counter()
 
     done = set(state["done"])
     if "scan" not in done and scanned is None:  # resuming a build interrupted before its scan
         scanned = _scan_items(photos, captions)
     if done:
         log(f"resuming {out}: finished stages {', '.join(s for s in STAGES if s in done)} are skipped")
+    started[0] = time.perf_counter()
 
     # scan -------------------------------------------------------------------------------------
     if "scan" not in done:
@@ -235,12 +265,21 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
             from ..featurize import MissingExtraError
 
             raise MissingExtraError(missing[0])
-        P.work.mkdir(exist_ok=True)
-        image, text, image_mask, text_mask = _featurize_items(items, spec, work=P.work, batch_size=batch_size,
-                                                              progress=progress, ray=ray)
+        known = _reusable_image_features(features_from, spec, items, log) if features_from is not None else {}
+        work = P.work
+        if known:  # the photos left to featurize: their resumable chunks are kept apart from a full run's
+            import hashlib
+
+            left = "\n".join(it["image"] for it in items if it["image"] and it["image"] not in known)
+            work = P.work / f"partial-{hashlib.sha1(left.encode('utf-8')).hexdigest()[:16]}"
+        work.mkdir(parents=True, exist_ok=True)
+        timings = {}
+        image, text, image_mask, text_mask = _featurize_items(items, spec, work=work, batch_size=batch_size,
+                                                              progress=progress, ray=ray, known_image=known,
+                                                              timings=timings)
         _write_manifest(P.manifest, items)  # unreadable photos noted
         _save_features(P.features, spec, [it["id"] for it in items], image, text, image_mask, text_mask)
-        finish("features")
+        finish("features", **timings)
         shutil.rmtree(P.work, ignore_errors=True)
         log(f"features: {int(image_mask.sum())} photos, {int(text_mask.sum())} captions")
 
@@ -260,16 +299,30 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
         if data.n_objects > fit_max:
             rng = np.random.default_rng(seed)
             data = data.subset(np.sort(rng.choice(data.n_objects, fit_max, replace=False)))
-        klass = get_method_class(method)
+        chosen, chosen_params = method, params or {}
+        if method == "auto":
+            from ._auto import choose_method
+
+            record = state.setdefault("auto", {})
+            chosen = choose_method(data, candidates=settings["candidates"], params=params or {}, n_bits=n_bits,
+                                   seed=seed, record=record, save=lambda: _write_json(P.build, state),
+                                   progress=progress, log=log)
+            chosen_params = (params or {}).get(chosen, {})
+        klass = get_method_class(chosen)
         extra = {}
-        if progress and "verbose" in klass().get_params(deep=False) and "verbose" not in (params or {}):
+        if progress and "verbose" in klass().get_params(deep=False) and "verbose" not in chosen_params:
             extra["verbose"] = True  # DMH's progress bars and stage timings
-        model = klass(n_bits=n_bits, random_state=seed, **(params or {}), **extra)
+        model = klass(n_bits=n_bits, random_state=seed, **chosen_params, **extra)
         log(f"fit: {type(model).__name__} ({n_bits} bits) on {data.n_objects} items ({data.n_paired} pairs)")
+        t0 = time.perf_counter()
         model.fit(data)
+        fit_seconds = round(time.perf_counter() - t0, 3)
         model.featurizer_ = spec
         model.save(P.model)
-        finish("fit")
+        if method == "auto":
+            finish("fit", fit_chosen=fit_seconds)
+        else:
+            finish("fit")
 
     # codes and indexes ------------------------------------------------------------------------
     if "codes" not in done:
@@ -289,6 +342,31 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
         finish("thumbs")
     log(f"collection ready: {out} ({len(items)} items)")
     return out
+
+
+def _reusable_image_features(source, spec, items, log) -> dict:
+    """Photo path -> image feature row of the built collection ``source``, for the photos of
+    ``items`` it holds; refused when it was built with other image features."""
+    from ._files import _read_current
+
+    source = Path(source)
+    if spec.image is None:
+        return {}
+    src_items, Ps, _ = _read_current(source)
+    data, src_spec, ids = _load_features(Ps.features)
+    if src_spec is None or src_spec.image != spec.image:
+        theirs = (src_spec.image or {}).get("model") if src_spec is not None else None
+        raise CollectionError(f"--features-from {source}: it was built with other image features ({theirs}; "
+                              f"this build uses {spec.image.get('model')})")
+    row = {int(i): r for r, i in enumerate(ids.tolist())}
+    wanted = {it["image"] for it in items if it["image"]}
+    known = {}
+    for it in src_items:
+        r = row.get(int(it["id"]))
+        if it["image"] in wanted and r is not None and data.image_mask[r] and not it.get("error"):
+            known[it["image"]] = np.asarray(data.image[r], np.float32)
+    log(f"features: reusing the image features of {len(known)} of {len(wanted)} photos from {source}")
+    return known
 
 
 def _scan_items(photos, captions) -> list[dict]:

@@ -1,0 +1,143 @@
+"""``method="auto"``: the hashing method of a collection chosen by the collection's own captioned
+photos, without labels.
+
+A seeded share of the captioned photos (:func:`dmh.selection.holdout_pairs`: 15%, at least 50 and
+at most 500, never more than half) is held out; each candidate method is fitted on the other items
+and scored by how well the held-out photos and captions find each other
+(:func:`dmh.selection.score_model`: the mean reciprocal rank of the true partner, both directions,
+as ``dmh tune`` scores settings). The best candidate is then fitted again on every item, held-out
+pairs included: pairs are what the methods learn the link between photos and words from, and a
+collection has few of them. Each candidate's score is written to ``build.json`` as it is known, so
+an interrupted build resumes at the next candidate.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import CollectionError, DmhError, ParameterError
+
+#: the candidates of ``method="auto"`` unless told otherwise: DMH and the methods that retrieve best
+#: on real photos with short captions (docs/peers_linear.md)
+DEFAULT_CANDIDATES = ("dmh", "cca-itq", "fsh", "spdh")
+#: the share of the captioned photos held out to score the candidates (as ``dmh tune``)
+HOLDOUT = 0.15
+#: fewer pairs than this and the candidates are not compared: the first one is used
+MIN_PAIRS = 20
+
+
+def check_candidates(candidates, params, n_bits: int) -> tuple[list[str], dict]:
+    """The candidate names (lower-cased, each once, each a known method other than ``auto``) and
+    their parameters (``{candidate: {key: value}}``), checked as a fit would check them."""
+    from ..evaluation import check_method_params
+    from ..registry import get_method_class
+
+    if isinstance(candidates, str):
+        candidates = [c for c in candidates.split(",") if c.strip()]
+    names = [str(c).strip().lower() for c in candidates]
+    if not names:
+        raise CollectionError("--candidates is empty: name at least one method")
+    for name in names:
+        if name == "auto":
+            raise CollectionError("--candidates lists auto; name the methods to compare (dmh, cca-itq, ...)")
+        try:
+            get_method_class(name)
+        except KeyError as exc:
+            raise CollectionError(f"--candidates: {exc.args[0]}") from None
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CollectionError(f"--candidates names {', '.join(twice)} twice")
+    params = dict(params or {})
+    stray = sorted(set(params) - set(names))
+    if stray or not all(isinstance(v, dict) for v in params.values()):
+        raise CollectionError(f"with --method auto, --param names its candidate (METHOD.KEY=VALUE, METHOD one of "
+                              f"{', '.join(names)}); got {', '.join(stray) or 'a parameter without a method'}")
+    for name in names:
+        given = params.get(name, {})
+        for key, option in (("n_bits", "--bits"), ("random_state", "--seed")):
+            if key in given:
+                raise CollectionError(f"--param {name}.{key} is set by the command itself; use {option}")
+        try:
+            check_method_params(name, given, [n_bits])
+        except ParameterError as exc:
+            raise CollectionError(f"--param: {exc}") from None
+    return names, {n: dict(params[n]) for n in names if params.get(n)}
+
+
+def _model(name: str, n_bits: int, seed: int, params: dict, progress: bool):
+    from ..registry import get_method_class
+
+    klass = get_method_class(name)
+    extra = {}
+    if progress and "verbose" in klass().get_params(deep=False) and "verbose" not in params:
+        extra["verbose"] = True  # DMH's progress bars and stage timings
+    return klass(n_bits=n_bits, random_state=seed, **params, **extra)
+
+
+def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, record: dict, save, progress: bool,
+                  log) -> str:
+    """The candidate to build with, chosen by held-out pairs of ``data`` (no labels). ``record`` (a
+    dict kept in ``build.json``) receives the held-out split's size, each candidate's score (read
+    back from it when resuming: those candidates are not fitted again) and the choice; ``save()``
+    writes it after each candidate."""
+    from ..selection import holdout_pairs, pair_retrieval_scores, score_model
+
+    n_pair = int(data.n_paired)
+    if n_pair < MIN_PAIRS:
+        record.update(chosen=candidates[0], reason=f"{n_pair} captioned photos: too few to hold out pairs and "
+                      f"compare methods (at least {MIN_PAIRS})")
+        log(f"auto: only {n_pair} captioned photos, too few to compare methods (at least {MIN_PAIRS}); "
+            f"building with {candidates[0]}")
+        return candidates[0]
+    fit_data, held = holdout_pairs(data, HOLDOUT, random_state=seed)
+    scores = record.setdefault("scores", {})
+    same = np.ones((held.n, 8))  # one code for all: the score of a random ranking
+    random_score = pair_retrieval_scores(same, same)["mrr"]
+    record.update(candidates=list(candidates), n_fit=int(fit_data.n_objects), n_heldout_pairs=int(held.n),
+                  random_score=round(random_score, 6))
+    log(f"auto: comparing {', '.join(candidates)}: each fitted on {fit_data.n_objects} items and scored by how well "
+        f"{held.n} held-out captioned photos and their captions find each other (mean reciprocal rank of the true "
+        f"partner, both ways; a random ranking scores {random_score:.3f}; no labels)")
+    for name in candidates:
+        if name in scores:
+            log(f"auto: {name}: score {_shown(scores[name])} (from the interrupted build)")
+            continue
+        model = _model(name, n_bits, seed, params.get(name, {}), progress)
+        t0 = time.perf_counter()
+        try:
+            model.fit(fit_data)
+        except DmhError as exc:  # this method cannot learn from these items: the others still can
+            scores[name] = {"score": None, "error": " ".join(str(exc).split())}
+            save()
+            log(f"auto: {name}: left out, it cannot be fitted here ({scores[name]['error']})")
+            continue
+        seconds = time.perf_counter() - t0
+        s = score_model(model, held)
+        scores[name] = {
+            "score": round(s["score"], 6),
+            "image->text": round(s["image->text"]["mrr"], 6), "text->image": round(s["text->image"]["mrr"], 6),
+            "recall@10": round((s["image->text"]["recall@10"] + s["text->image"]["recall@10"]) / 2, 6),
+            "fit_seconds": round(seconds, 2),
+        }
+        save()
+        log(f"auto: {name}: score {_shown(scores[name])}, fit {seconds:.1f} s")
+    fitted = [n for n in candidates if scores[n]["score"] is not None]
+    if not fitted:  # too few pairs once some are held out: the first candidate, on every item
+        record.update(chosen=candidates[0], reason="no candidate could be fitted without the held-out pairs")
+        save()
+        log(f"auto: no candidate could be fitted without the held-out pairs; building with {candidates[0]} "
+            "on every item")
+        return candidates[0]
+    best = fitted[int(np.argmax([scores[n]["score"] for n in fitted]))]  # ties: the first listed
+    record.update(chosen=best, refit=True)
+    save()
+    log(f"auto: chose {best} (best score); fitting it on all {data.n_objects} items")
+    return best
+
+
+def _shown(row: dict) -> str:
+    if row.get("score") is None:
+        return f"none ({row.get('error')})"
+    return f"{row['score']:.3f} (photo->caption {row['image->text']:.3f}, caption->photo {row['text->image']:.3f})"
