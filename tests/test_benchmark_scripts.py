@@ -218,3 +218,45 @@ def test_bench_image_features_runs_end_to_end_and_refuses_bad_arguments(tmp_path
     (row,) = record["speed"]
     assert row["photos"] == "96x64" and row["n"] == 3 and row["photos_per_s"] > 0
     sys.modules.pop("bench_image_features", None)
+
+
+FASHION = ROOT.parent / "shared" / "data" / "fashion"
+
+
+@pytest.mark.skipif(not (FASHION / "texts.jsonl").is_file(), reason=f"the shared fashion photos are not at {FASHION}")
+def test_engineers_path_quick_builds_searches_and_reports(tmp_path, capsys):
+    """``--quick``: a few hundred of the fashion photos built with two methods and auto over them,
+    searched by the held-out titles and photos; the figures are shares, auto's build is that of its
+    pick, and the README block is rendered (into a copy)."""
+    import bench_engineers_path as bench
+    from _readme import update_readme
+
+    out = tmp_path / "engineers.json"
+    assert bench.main(["--quick", "--workdir", str(tmp_path / "work"), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    runs = {r["method"]: r for r in result["runs"]}
+    assert list(runs) == ["cca-itq", "fsh", "auto"] and result["n_collection_photos"] == 240
+    for r in runs.values():
+        q = r["quality"]
+        for key in ("precision@10 text->images", "precision@10 image->texts", "partner_recall@10"):
+            assert 0.0 <= q[key] <= 1.0
+        assert q["n_text_queries"] == q["n_image_queries"] == 60 and q["n_partner_queries"] == 120
+        assert {"features", "fit", "codes", "thumbs"} <= set(r["build"]["seconds"])
+    chosen = runs["auto"]["auto_chosen"]
+    assert chosen in ("cca-itq", "fsh") and runs["auto"]["quality"]["method_fitted"] == chosen
+    assert runs["auto"]["quality"]["precision@10 text->images"] == runs[chosen]["quality"]["precision@10 text->images"]
+    assert set(runs["auto"]["latency"]) == {"api_text_ms", "api_photo_ms", "http_text_ms", "http_photo_ms",
+                                            "cli_text_ms"}
+    assert "latency" not in runs["fsh"]
+    # the image features were computed once: the later builds reused them
+    for m in ("fsh", "auto"):
+        log = Path(runs[m]["build"]["collection"] + ".log").read_text()
+        assert "reusing the image features of 240 of 240 photos" in log
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- results:engineers:start -->\nold\n<!-- results:engineers:end -->\nb\n")
+    update_readme(bench.MARKER, bench.readme_block(result, bench.table(result)), readme)
+    text = readme.read_text()
+    assert "old" not in text and "**auto → " in text and text.startswith("a\n") and text.endswith("b\n")
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--quick", "--readme", str(readme)])
+    assert exc.value.code == 2 and "not the README's" in capsys.readouterr().err

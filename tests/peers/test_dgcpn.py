@@ -64,16 +64,22 @@ def test_loss_matches_loops():
     bi = (ci / ci.norm(dim=1, keepdim=True)).double().numpy()
     bt = (ct / ct.norm(dim=1, keepdim=True)).double().numpy()
     s = S.double().numpy()
-    dot = lambda a, b: float(a @ b)
+    def dot(a, b):
+        return float(a @ b)
 
     def mse(f, g_):
         return sum((f(i, j) - g_(i, j)) ** 2 for i in range(m) for j in range(m)) / m ** 2
 
-    off = lambda f: (lambda i, j: 0.0 if i == j else f(i, j))
-    ii = lambda i, j: dot(bi[i], bi[j])
-    tt = lambda i, j: dot(bt[i], bt[j])
-    it = lambda i, j: dot(bi[i], bt[j])
-    target = lambda i, j: s[i, j]
+    def off(f):
+        return (lambda i, j: 0.0 if i == j else f(i, j))
+    def ii(i, j):
+        return dot(bi[i], bi[j])
+    def tt(i, j):
+        return dot(bt[i], bt[j])
+    def it(i, j):
+        return dot(bi[i], bt[j])
+    def target(i, j):
+        return s[i, j]
     pair = sum((dot(bi[i], bt[i]) - K) ** 2 for i in range(m)) / m
     dis = mse(off(tt), off(target)) + mse(off(it), off(target)) + mse(off(ii), off(target))
     cons = mse(it, ii) + mse(it, tt) + mse(ii, tt) + mse(it, lambda i, j: it(j, i))
@@ -102,7 +108,8 @@ def test_three_step_update_matches_reference():
             for w, gw in zip(net.parameters(), grads, strict=True):
                 w -= rate * gw
 
-    L = lambda a, b: dgcpn_loss(a, b, S)
+    def L(a, b):
+        return dgcpn_loss(a, b, S)
     loss = L(ref["image"](xi), ref["text"](xt))
     gi = torch.autograd.grad(loss, list(ref["image"].parameters()), retain_graph=True)
     gt = torch.autograd.grad(loss, list(ref["text"].parameters()))

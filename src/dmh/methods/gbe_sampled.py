@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError, ParameterError
-from .gbe import SIMILARITIES, _csr, _quant_scale, perplexity_similarity, sign_pm1
+from .gbe_base import SIMILARITIES, _csr, _quant_scale, perplexity_similarity, sign_pm1
 
 #: the largest bitmap of P's nonzero pattern (one bit per pair) the approximate solver keeps for its
 #: lookups of drawn pairs: up to about 46,000 objects (256 MiB there, far below the fit's other arrays

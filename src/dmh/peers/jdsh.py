@@ -123,7 +123,8 @@ class JDSH(SimilarityPeer):
     method_name = "jdsh"
 
     def __init__(self, n_bits=64, *, alpha=0.5, beta=0.1, lamb=0.4, mu=1.4, intra=0.1, a=2.0, b=4.0,
-                 l1=0.1, l2=0.2, distribution="fit", n_fit_batches=50, epochs=100, batch_size=32, image_lr=0.01, text_lr=0.01,
+                 l1=0.1, l2=0.2, distribution="fit", n_fit_batches=50, epochs=100, batch_size=32, image_lr=0.01,
+                 text_lr=0.01,
                  momentum=0.9, weight_decay=5e-4, image_hidden=(), text_hidden=(1024,), tol=0.0,
                  patience=5, input_scaling="none", device="cpu", random_state=None):
         self.n_bits = n_bits

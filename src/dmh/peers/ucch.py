@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 
-
 from ..errors import ParameterError
 from ._pairwise import PairedNetsPeer
 
