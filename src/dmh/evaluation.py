@@ -229,7 +229,10 @@ def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_histo
     """Fit one cell on ``train``, score it on ``data``'s query and database sets; returns the
     finished cell ``{"key", "cell", "records", "fit_seconds"[, "history"]}`` (one record per task)."""
     klass = get_method_class(cell["method"])
-    model = klass(n_bits=cell["n_bits"], random_state=cell["seed"], **cell["params"])
+    # an option removed from the method stays in the key at the value the fit always uses; not passed
+    removed = getattr(klass, "removed_options", {})
+    params = {k: v for k, v in cell["params"].items() if k not in removed}
+    model = klass(n_bits=cell["n_bits"], random_state=cell["seed"], **params)
     t0 = time.perf_counter()
     model.fit(train)
     fit_s = time.perf_counter() - t0

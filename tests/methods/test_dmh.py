@@ -468,3 +468,16 @@ def test_removed_options_keep_cell_keys_and_saved_models_load(semi, toy_data, tm
     np.savez(tmp_path / "old.npz", **arrays)
     old = dmh.load_model(tmp_path / "old.npz")
     assert np.array_equal(old.encode(toy_data.image, "image"), m.encode(toy_data.image, "image"))
+
+
+def test_a_cell_whose_key_names_removed_options_fits(semi, toy_data):
+    """A cell's key names the removed options at their values; fitting the cell must not pass
+    them to DMH (an evaluation of DMH ended in a TypeError)."""
+    from dmh.evaluation import data_fingerprint, fit_cell, make_cell
+    from dmh.methods.dmh_options import REMOVED_OPTIONS
+
+    cell = make_cell(dataset="toy", fingerprint=data_fingerprint(toy_data, "toy"), method="dmh", params=TINY,
+                     n_bits=8, paired_ratio=1.0, seed=0)
+    assert {k: cell["params"][k] for k in REMOVED_OPTIONS} == REMOVED_OPTIONS
+    done = fit_cell(cell, toy_data, toy_data.train())
+    assert done["records"] and all(0.0 <= r["map"] <= 1.0 for r in done["records"])
