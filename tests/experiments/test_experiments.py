@@ -394,6 +394,31 @@ def test_shards_split_the_cells_and_a_plain_run_assembles_them(toy_file, tmp_pat
 
 
 @quiet
+def test_report_only_fits_nothing_and_says_what_is_missing(toy_file, tmp_path, count_fits, capsys):
+    """A long run split over machines: the report of what is finished so far, nothing fitted, the
+    missing cells counted in the report and in metrics.json."""
+    base = ["reproduce", "table8", "--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
+    part = tmp_path / "part"
+    assert main([*base, "--shard", "1/2", "--out", str(part)]) == 0
+    n_part = len(load_cells(part))
+    count_fits["n"] = 0
+    capsys.readouterr()
+    out = tmp_path / "report"
+    assert main([*base, "--report-only", "--reuse", str(part), "--out", str(out)]) == 0
+    assert count_fits["n"] == 0
+    n_all = 4
+    assert f"{n_all - n_part} of {n_all} cell(s) not finished" in capsys.readouterr().out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n_missing"] == n_all - n_part and len(metrics["records"]) == 2 * n_part
+    assert f"{n_all - n_part} of {n_all} cells of this run are not finished" in (out / "report.md").read_text()
+    # with every cell finished it is an ordinary report
+    assert main([*base, "--out", str(part)]) == 0
+    assert main([*base, "--report-only", "--reuse", str(part), "--out", str(tmp_path / "whole")]) == 0
+    whole = json.loads((tmp_path / "whole" / "metrics.json").read_text())
+    assert whole["n_missing"] == 0 and "Partial" not in (tmp_path / "whole" / "report.md").read_text()
+
+
+@quiet
 def test_a_reduced_run_says_so_in_its_report(toy_file, tmp_path, count_fits):
     out = tmp_path / "t8r"
     args = [

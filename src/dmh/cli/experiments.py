@@ -75,10 +75,13 @@ report.md (our numbers beside the paper's) and PNG plots."""
 )
 @click.option("--quick", is_flag=True, help="reduced run for a smoke test (the config's 'quick' settings)")
 @click.option("--no-plots", is_flag=True, help="skip the PNG figures")
+@click.option("--report-only", is_flag=True,
+              help="fit nothing: write the report from the cells finished here or in --reuse folders, saying how "
+              "many are missing")
 @jobs_option
 @click.option("--list", "list_only", is_flag=True, help="list the experiments (NAME is ignored)")
 def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reuse, shard, quick, no_plots,
-              jobs, list_only):
+              report_only, jobs, list_only):
     from pathlib import Path
 
     from ..experiments import load_config, run_experiment
@@ -117,6 +120,7 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
         echo=click.echo,
         shard=shard_,
         jobs=jobs,
+        report_only=report_only,
     )
     click.echo(f"{result['n_fitted']} cell(s) fitted, {result['n_reused']} reused; wrote {result['out_dir']}:")
     partial = "report" not in result["files"]  # a shard (K/N with N > 1): part of the cells, no report

@@ -293,6 +293,9 @@ def _header(cfg, quick_params) -> list[str]:
             "for those other datasets: they show what the paper claims (levels, ordering of methods), "
             "not values this run is expected to match."
         )
+    if res.get("n_missing"):
+        lines += ["", f"> **Partial.** {res['n_missing']} of {res['n_cells']} cells of this run are not finished: "
+                  "every mean below is over the seeds that are (see metrics.json for each record)."]
     if res["quick"]:
         lines += [
             ">",
@@ -353,6 +356,7 @@ def write_outputs(cfg: dict, entries: list[dict], out_dir, plots: bool = True) -
         "quick": cfg["resolved"]["quick"],
         "datasets": cfg["resolved"]["datasets_summary"],
         "n_cells": len(entries),
+        "n_missing": cfg["resolved"].get("n_missing", 0),
         "records": records,
         "summary": summary,
     }

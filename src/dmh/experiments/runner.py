@@ -237,6 +237,7 @@ def run_experiment(
     echo: Callable[[str], None] | None = None,
     shard: tuple[int, int] | None = None,
     jobs: int = 1,
+    report_only: bool = False,
 ) -> dict:
     """Run an experiment config (a name, a path or a dict) and write its results to ``out_dir``.
 
@@ -339,6 +340,13 @@ def run_experiment(
             finished[entry["key"]] = entry
             _write_cells(out, finished)
 
+        if report_only:
+            # nothing is fitted: the report covers the finished cells and says how many are missing
+            cfg["resolved"]["n_missing"] = len(todo)
+            if todo:
+                say(f"--report-only: {len(todo)} of {len(cells)} cell(s) not finished; the report covers the others")
+            keys = [k for k in keys if k in finished]
+            todo = []
         run_cells(todo, data, on_entry=save, keep_history=keep_history, echo=say, jobs=jobs)
         if shard is not None:  # part of the cells: the report is written by the run that assembles them
             files = {"cells": out / CELLS_FILE, "config": out / "config.json"}
