@@ -346,7 +346,7 @@ def run_experiment(
             if todo:
                 say(f"--report-only: {len(todo)} of {len(cells)} cell(s) not finished; the report covers the others")
             keys = [k for k in keys if k in finished]
-            todo = []
+            cells, todo = [c for c in cells if c["key"] in finished], []
         run_cells(todo, data, on_entry=save, keep_history=keep_history, echo=say, jobs=jobs)
         if shard is not None:  # part of the cells: the report is written by the run that assembles them
             files = {"cells": out / CELLS_FILE, "config": out / "config.json"}

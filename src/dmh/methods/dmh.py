@@ -183,7 +183,7 @@ class DMH(DMHOptions, BaseHasher):
         ``"view"`` for a sparse view (at least :data:`SPARSE_ZERO_SHARE` of its entries zero: a bag
         of words, tags, where standardising lifts a word seen in a fraction p of the objects by
         about 1/sqrt(p)) and ``"feature"`` for a dense one; the choice is kept in ``cle_scaling_``. ``None``: the
-        preset's (docs/quality.md, section 8, for the evidence).
+        preset's (docs/log/quality.md, section 8, for the evidence).
     record_diagnostics : bool
         Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
         :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).

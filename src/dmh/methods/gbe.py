@@ -34,13 +34,13 @@ Choices for ``S^Y`` when inner products are negative (Eq. 7 is then not a distri
   neighbourhood, whatever the density around it (the clipped inner products of ``"clip"`` spread
   the target over every pair with a positive inner product, about half of all pairs).
 
-Options beyond the paper (all off by default, see docs/quality.md): ``kernel_scale`` ``s`` divides
+Options beyond the paper (all off by default; GBE-level probes, docs/log/quality.md): ``kernel_scale`` ``s`` divides
 ``D_ij`` (``K = (1 + D/s)^-1``: a Hamming distance of ``s`` is what 1 bit is for ``s = 1``);
 ``balance`` adds ``beta * sum_k mean_i(hh_ik)^2`` (each bit splits the objects in half) and
 ``decorrelation`` adds ``delta / c * ||Hh'Hh / n - I||_F^2`` (bits carry different information);
 ``kernel_dof`` ``a`` makes the kernel a Student t of ``a`` degrees of freedom,
 ``(1 + D/(s a))^-((a+1)/2)`` (van der Maaten 2009 suggests ``a = c - 1`` for a c-dimensional
-embedding; a GBE-only probe, not a DMH option: docs/quality.md found no gain).
+embedding; a GBE-only probe, not a DMH option: docs/log/quality.md found no gain).
 
 Memory: ``S^Y`` is cached as a dense float32 n x n matrix when it fits in ``cache_bytes``;
 otherwise it is recomputed block by block from ``Y`` at every iteration. Everything else is

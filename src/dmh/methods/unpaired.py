@@ -1,4 +1,4 @@
-"""Options for the unpaired objects of a semi-paired training set (docs/quality.md, "Unpaired
+"""Options for the unpaired objects of a semi-paired training set (docs/log/quality.md, section 7, "Unpaired
 objects at 50% pairing").
 
 An image-only object's missing text is complemented by Eq. 5 from its ``k`` nearest *paired*
