@@ -38,6 +38,15 @@ __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
 FORMAT_VERSION = 1
 
 
+def store_init_args(obj, args: dict) -> None:
+    """Keep every argument of a method's ``__init__`` as the attribute of its name, unchanged
+    (scikit-learn's convention: parameters are validated in ``fit``, and ``get_params`` reads
+    them back); ``args`` is the ``locals()`` of that ``__init__``."""
+    for name, value in args.items():
+        if name not in ("self", "__class__"):
+            setattr(obj, name, value)
+
+
 def sign_codes(values: np.ndarray) -> np.ndarray:
     """The paper's sign: +1 where the input is positive, else -1 (so sign(0) = -1). int8 codes."""
     return np.where(np.asarray(values) > 0, 1, -1).astype(np.int8)

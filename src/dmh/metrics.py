@@ -391,14 +391,8 @@ def _ratio(num, den):
 
 
 # ---------------------------------------------------------------------------------------- public
-def average_precisions(
-    query_codes,
-    database_codes,
-    query_labels,
-    database_labels,
-    top_k: int | None = None,
-    chunk_size: int = 256,
-) -> np.ndarray:
+def average_precisions(query_codes, database_codes, query_labels, database_labels, top_k: int | None = None,
+                       chunk_size: int = 256) -> np.ndarray:
     """AP (``top_k=None``) or AP@k of each query, shape (n_query,); see the module docstring."""
     q, d, rel = _check_inputs(query_codes, database_codes, query_labels, database_labels)
     if top_k is None:
@@ -407,14 +401,8 @@ def average_precisions(
     return _scan(q, d, rel, top_ks=(k,), full=False, buckets=False, chunk_size=chunk_size)["ap_at"][:, 0]
 
 
-def mean_average_precision(
-    query_codes,
-    database_codes,
-    query_labels,
-    database_labels,
-    top_k: int | None = None,
-    chunk_size: int = 256,
-) -> float:
+def mean_average_precision(query_codes, database_codes, query_labels, database_labels, top_k: int | None = None,
+                           chunk_size: int = 256) -> float:
     """MAP over the whole database (``top_k=None``) or MAP@k; see the module docstring.
 
     For one query, rank the database by Hamming distance (ties by database position) and let

@@ -35,7 +35,7 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import check_int, check_random_state, check_real
-from ..base import BaseHasher
+from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import ParameterError
 from .fitting import LinearHashMixin, centre
@@ -166,14 +166,7 @@ class CMFH(LinearHashMixin, BaseHasher):
 
     def __init__(self, n_bits=64, *, lambda_=0.5, mu=100.0, gamma=0.01, hash_ridge="auto", max_iter=100,
                  tol=1e-5, random_state=None):
-        self.n_bits = n_bits
-        self.hash_ridge = hash_ridge
-        self.lambda_ = lambda_
-        self.mu = mu
-        self.gamma = gamma
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     def _check_params(self):
         name = type(self).__name__

@@ -39,7 +39,7 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import pairwise_distances
 
 from .._validation import check_int, check_random_state, check_real
-from ..base import BaseHasher
+from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import ParameterError
 from .fitting import l2_normalize_rows, paired_views, warn_not_converged
@@ -152,16 +152,7 @@ class FSH(BaseHasher):
 
     def __init__(self, n_bits=32, *, n_anchors=50, n_neighbors=10, lambda_=300.0, r=2.0,
                  ridge="auto", sigma=None, max_iter=100, tol=1e-6, random_state=None):
-        self.n_bits = n_bits
-        self.n_anchors = n_anchors
-        self.n_neighbors = n_neighbors
-        self.lambda_ = lambda_
-        self.r = r
-        self.ridge = ridge
-        self.sigma = sigma
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     def _check_params(self):
         l_ = check_int(self.n_anchors, "n_anchors", minimum=2)

@@ -40,7 +40,7 @@ import numpy as np
 from scipy import linalg
 
 from .._validation import check_int, check_random_state, check_real
-from ..base import BaseHasher
+from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import DataError
 from .fitting import LinearHashMixin, centre
@@ -177,13 +177,7 @@ class IMH(LinearHashMixin, BaseHasher):
 
     def __init__(self, n_bits=64, *, lambda_=1.0, beta=1.0, mu=1e10, n_neighbors=5, sigma=None,
                  random_state=None):
-        self.n_bits = n_bits
-        self.lambda_ = lambda_
-        self.beta = beta
-        self.mu = mu
-        self.n_neighbors = n_neighbors
-        self.sigma = sigma
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     def _check_params(self):
         name = type(self).__name__

@@ -29,7 +29,7 @@ from scipy.linalg import solve
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_features, check_int, check_random_state, check_real
-from ..base import BaseHasher, sign_codes
+from ..base import BaseHasher, sign_codes, store_init_args
 from ..data import CrossModalData
 from ..errors import DataError
 from .fitting import l2_normalize_rows, paired_views, warn_not_converged
@@ -100,18 +100,7 @@ class LSSH(BaseHasher):
     def __init__(self, n_bits=32, *, lambda_=0.3, mu=0.5, gamma=1.0, n_atoms=512, pca_dim=None,
                  max_iter=20, tol=1e-3, lasso_max_iter=30, lasso_tol=1e-4, dict_sweeps=3,
                  random_state=None):
-        self.n_bits = n_bits
-        self.lambda_ = lambda_
-        self.mu = mu
-        self.gamma = gamma
-        self.n_atoms = n_atoms
-        self.pca_dim = pca_dim
-        self.max_iter = max_iter
-        self.tol = tol
-        self.lasso_max_iter = lasso_max_iter
-        self.lasso_tol = lasso_tol
-        self.dict_sweeps = dict_sweeps
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     # ------------------------------------------------------------------ fitting
     def _check_params(self):

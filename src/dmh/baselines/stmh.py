@@ -31,7 +31,7 @@ import numpy as np
 from scipy.linalg import eigh, solve
 
 from .._validation import check_int, check_random_state, check_real
-from ..base import BaseHasher
+from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import ParameterError
 from .fitting import paired_views, warn_not_converged
@@ -118,15 +118,7 @@ class STMH(BaseHasher):
 
     def __init__(self, n_bits=32, *, lambda_=0.5, mu=1e-6, gamma=1e-6, n_active=None, max_iter=30,
                  tol=1e-4, eps=1e-8, random_state=None):
-        self.n_bits = n_bits
-        self.lambda_ = lambda_
-        self.mu = mu
-        self.gamma = gamma
-        self.n_active = n_active
-        self.max_iter = max_iter
-        self.tol = tol
-        self.eps = eps
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     def _check_params(self):
         check_real(self.lambda_, "lambda_", low=0.0, low_inclusive=False, high=1.0,

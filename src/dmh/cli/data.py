@@ -62,20 +62,10 @@ def _echo_warnings(caught) -> None:
     show_default=True,
     help="Binary bag of words, or MiniLM sentence embeddings (pip install 'dmh[text]').",
 )
-@click.option(
-    "--vocabulary-size",
-    type=click.IntRange(min=1),
-    default=2000,
-    show_default=True,
-    help="Words kept by the bag of words (the most frequent).",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=16,
-    show_default=True,
-    help="Images per forward pass of EfficientNet-Lite0.",
-)
+@click.option("--vocabulary-size", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Words kept by the bag of words (the most frequent).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Images per forward pass of EfficientNet-Lite0.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def featurize(
     images,

@@ -222,17 +222,9 @@ def _write_cells(out_dir: Path, cells: dict):
 
 # ---------------------------------------------------------------------------------------- run
 def run_experiment(
-    config,
-    *,
-    out_dir,
-    data_dir=None,
-    datasets: Sequence[str] | None = None,
-    seeds: Sequence[int] | None = None,
-    quick: bool = False,
-    bits: Sequence[int] | None = None,
-    paired_ratios: Sequence[float] | None = None,
-    runs: Sequence[str] | None = None,
-    reuse: Sequence | None = None,
+    config, *, out_dir, data_dir=None, datasets: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+    quick: bool = False, bits: Sequence[int] | None = None, paired_ratios: Sequence[float] | None = None,
+    runs: Sequence[str] | None = None, reuse: Sequence | None = None,
     plots: bool = True,
     echo: Callable[[str], None] | None = None,
     shard: tuple[int, int] | None = None,

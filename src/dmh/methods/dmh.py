@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from .._memory import release_free_memory
-from ..base import BaseHasher
+from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from . import cle as cle_mod
 from . import unpaired
@@ -244,55 +244,7 @@ class DMH(DMHOptions, BaseHasher):
                  unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
                  dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
                  cle_gram=None):
-        self.n_bits = n_bits
-        self.d = d
-        self.k = k
-        self.lambda_ = lambda_
-        self.eta = eta
-        self.gamma = gamma
-        self.n_rounds = n_rounds
-        self.hidden_size = hidden_size
-        self.image_lr = image_lr
-        self.text_lr = text_lr
-        self.batch_size = batch_size
-        self.dam_epochs = dam_epochs
-        self.complement = complement
-        self.binary_embedding = binary_embedding
-        self.refresh_features = refresh_features
-        self.similarity = similarity
-        self.quantization = quantization
-        self.q_update = q_update
-        self.y_update = y_update
-        self.gbe_init = gbe_init
-        self.cle_max_iter = cle_max_iter
-        self.cle_tol = cle_tol
-        self.gbe_max_iter = gbe_max_iter
-        self.gbe_tol = gbe_tol
-        self.gbe_lr = gbe_lr
-        self.neighbour_pool = neighbour_pool
-        self.w_reg = w_reg
-        self.chunk_size = chunk_size
-        self.random_state = random_state
-        self.n_threads = n_threads
-        self.verbose = verbose
-        self.gbe_solver = gbe_solver
-        self.device = device
-        self.preset = preset
-        self.perplexity = perplexity
-        self.dam_stop = dam_stop
-        self.dam_agree_tol = dam_agree_tol
-        self.dam_agree_target = dam_agree_target
-        self.dam_lean = dam_lean
-        self.record_diagnostics = record_diagnostics
-        self.cle_dtype = cle_dtype
-        self.unpaired_complement = unpaired_complement
-        self.unpaired_dam = unpaired_dam
-        self.cle_scaling = cle_scaling
-        self.dam_precision = dam_precision
-        self.gamma_scaling = gamma_scaling
-        self.ridge_solver = ridge_solver
-        self.gbe_schedule = gbe_schedule
-        self.cle_gram = cle_gram
+        store_init_args(self, locals())
 
     def _first_view(self, m, raws, X, mask, cle_dtype):
         """View ``m`` as CLE's first round sees it, per :attr:`cle_scaling_`."""

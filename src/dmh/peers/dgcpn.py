@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..base import store_init_args
 from ._pairwise import SimilarityPeer
 from .djsrh import cosine_similarity
 
@@ -131,29 +132,7 @@ class DGCPN(SimilarityPeer):
                  dis_weight=1.0, cons_weight=1.0, dropout=0.5, text_init_std=0.3, epochs=35, batch_size=32,
                  image_lr=0.005, text_lr=0.005, momentum=0.9, weight_decay=5e-4, image_hidden=(1024,),
                  text_hidden=(1024,), tol=0.0, patience=5, input_scaling="none", device="cpu", random_state=None):
-        self.n_bits = n_bits
-        self.a1 = a1
-        self.a2 = a2
-        self.knn_fraction = knn_fraction
-        self.coherence_scale = coherence_scale
-        self.pair_target = pair_target
-        self.dis_weight = dis_weight
-        self.cons_weight = cons_weight
-        self.dropout = dropout
-        self.text_init_std = text_init_std
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.image_lr = image_lr
-        self.text_lr = text_lr
-        self.momentum = momentum
-        self.weight_decay = weight_decay
-        self.image_hidden = image_hidden
-        self.text_hidden = text_hidden
-        self.tol = tol
-        self.patience = patience
-        self.input_scaling = input_scaling
-        self.device = device
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     def _check_method_params(self):
         from . import _deep

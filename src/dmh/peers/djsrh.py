@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..base import store_init_args
 from ._pairwise import SimilarityPeer
 
 __all__ = ["DJSRH", "djsrh_similarity", "cosine_similarity"]
@@ -95,25 +96,7 @@ class DJSRH(SimilarityPeer):
                  batch_size=32, image_lr=0.001, text_lr=0.01, momentum=0.9, weight_decay=5e-4,
                  image_hidden=(), text_hidden=(1024,), tol=0.0, patience=5, input_scaling="none", device="cpu",
                  random_state=None):
-        self.n_bits = n_bits
-        self.beta = beta
-        self.eta = eta
-        self.mu = mu
-        self.lambda1 = lambda1
-        self.lambda2 = lambda2
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.image_lr = image_lr
-        self.text_lr = text_lr
-        self.momentum = momentum
-        self.weight_decay = weight_decay
-        self.image_hidden = image_hidden
-        self.text_hidden = text_hidden
-        self.tol = tol
-        self.patience = patience
-        self.input_scaling = input_scaling
-        self.device = device
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     def _check_method_params(self):
         from . import _deep

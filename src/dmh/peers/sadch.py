@@ -45,7 +45,7 @@ import time
 import numpy as np
 from scipy import sparse
 
-from ..base import sign_codes
+from ..base import sign_codes, store_init_args
 from ..data import CrossModalData
 from ._nets import ScaledNetsHasher
 from .djsrh import cosine_similarity
@@ -148,19 +148,7 @@ class SADCH(ScaledNetsHasher):
     def __init__(self, n_bits=64, *, n_neighbours=10, gamma=200.0, n_query=2000, outer_iter=10, inner_epochs=3,
                  batch_size=64, lr=1e-3, image_hidden=(512,), text_hidden=(512,), input_scaling="feature",
                  device="cpu", random_state=None):
-        self.n_bits = n_bits
-        self.n_neighbours = n_neighbours
-        self.gamma = gamma
-        self.n_query = n_query
-        self.outer_iter = outer_iter
-        self.inner_epochs = inner_epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.image_hidden = image_hidden
-        self.text_hidden = text_hidden
-        self.input_scaling = input_scaling
-        self.device = device
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     def _check_params(self) -> dict:
         from . import _deep

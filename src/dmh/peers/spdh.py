@@ -50,7 +50,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import pairwise_distances
 
 from .._validation import check_int, check_random_state, check_real
-from ..base import BaseHasher
+from ..base import BaseHasher, store_init_args
 from ..baselines.fitting import LinearHashMixin, l2_normalize_rows
 from ..data import CrossModalData
 from ..errors import DataError, ParameterError
@@ -170,15 +170,7 @@ class SPDH(LinearHashMixin, BaseHasher):
 
     def __init__(self, n_bits=64, *, alpha=1.0, beta=1.0, rho=1e-2, n_anchors=300, n_nearest=5,
                  max_iter=20, tol=1e-4, random_state=None):
-        self.n_bits = n_bits
-        self.alpha = alpha
-        self.beta = beta
-        self.rho = rho
-        self.n_anchors = n_anchors
-        self.n_nearest = n_nearest
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     # ------------------------------------------------------------------ fitting
     def _prepare(self, data: CrossModalData, rng):

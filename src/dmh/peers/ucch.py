@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 
+from ..base import store_init_args
 from ..errors import ParameterError
 from ._pairwise import PairedNetsPeer
 
@@ -130,11 +131,8 @@ class UCCH(PairedNetsPeer):
     clip_norm : float [1.0]
         Gradient norm clipping.
     image_hidden, text_hidden : tuple of int [(2048, 2048), (2048,); the authors: 8192 wide]
-    input_scaling : {"none", "feature"} ["none": the authors' code feeds its features as given]
-        How the networks see their inputs: as given, or z-scored per feature with the training
-        statistics (which blows the rare words of a 0/1 bag of words up to large values).
-    device : {"cpu", "cuda", "auto"}
-    random_state : int, Generator or None
+    input_scaling, device, random_state
+        As in :class:`dmh.peers.djsrh.DJSRH` (inputs as given by default, as the authors' code).
 
     Attributes
     ----------
@@ -149,25 +147,7 @@ class UCCH(PairedNetsPeer):
                  margin=0.2, shift=0.1, warmup_epochs=1, epochs=20, lr_milestones=(30, 60, 90, 120),
                  batch_size=256, lr=1e-4, weight_decay=1e-6, clip_norm=1.0, image_hidden=(2048, 2048),
                  text_hidden=(2048,), input_scaling="none", device="cpu", random_state=None):
-        self.n_bits = n_bits
-        self.alpha = alpha
-        self.n_negatives = n_negatives
-        self.temperature = temperature
-        self.memory_momentum = memory_momentum
-        self.margin = margin
-        self.shift = shift
-        self.warmup_epochs = warmup_epochs
-        self.epochs = epochs
-        self.lr_milestones = lr_milestones
-        self.batch_size = batch_size
-        self.lr = lr
-        self.weight_decay = weight_decay
-        self.clip_norm = clip_norm
-        self.image_hidden = image_hidden
-        self.text_hidden = text_hidden
-        self.input_scaling = input_scaling
-        self.device = device
-        self.random_state = random_state
+        store_init_args(self, locals())
 
     def _check_params(self) -> dict:
         from . import _deep
