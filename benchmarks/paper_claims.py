@@ -425,15 +425,26 @@ def main(argv=None):
 
 
 def leaderboard_block(peers, folder) -> str:
-    """The "which method?" tables of a peers run, with where they come from."""
-    from dmh.experiments.leaderboard import leaderboard_markdown
+    """The short "which method?" table of a peers run (fully paired), DMH's counts, and where the
+    rest is (50% pairing, MAP@50, every dataset's own table)."""
+    from dmh.experiments.leaderboard import _dmh_counts, leaderboard_compact
 
-    seeds = sorted({r["seed"] for r in peers["records"]})
-    bits = sorted({r["n_bits"] for r in peers["records"]})
-    return (f"Every method of the package on the same data, from [`{folder}/report.md`]({folder}/report.md) "
-            f"(`dmh reproduce peers`): {len(seeds)} seed(s), {', '.join(map(str, bits))} bits, both directions. "
-            "Fit seconds: one thread per fit, two fits at a time on 2 CPU cores.\n\n"
-            + leaderboard_markdown(peers["records"], peers["titles"], peers["datasets"]))
+    recs = peers["records"]
+    seeds = sorted({r["seed"] for r in recs})
+    bits = sorted({r["n_bits"] for r in recs})
+    missing = peers.get("n_missing", 0)
+    devices = sorted({str(r["params"].get("device")) for r in recs if r.get("params", {}).get("device") == "cuda"})
+    return (f"Every method on the same data, fully paired: mean over {', '.join(map(str, bits))} bits, both "
+            f"directions and seeds {seeds[0]}-{seeds[-1]}; (rank among the methods), fit seconds per fit. From "
+            f"[`{folder}/report.md`]({folder}/report.md) (`dmh reproduce peers`), which also ranks them at 50% "
+            "pairing (every method on the same semi-paired set) and on MAP@50."
+            + (f" **{missing} of its cells are not finished**: those means are over fewer seeds (the report "
+               "says which)." if missing else "")
+            + (" Fit seconds: the deep peers DJSRH, JDSH, DGCPN and UCCH ran on one H100 (`device=\"cuda\"`), "
+               "every other method on 2 shared CPU cores, one thread per fit: compare within a group." if devices
+               else " Fit seconds: one thread per fit on 2 shared CPU cores.")
+            + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"]) + "\n\n"
+            + "\n".join(_dmh_counts(recs)))
 
 
 def same_seeds(m):

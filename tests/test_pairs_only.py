@@ -136,3 +136,9 @@ def test_the_leaderboard_ranks_methods_among_those_trained_on_the_same_data():
     text = leaderboard_markdown(recs, {"d": "Data"})
     assert "**Data**" in text and "| DMH | 100% pairs |" in text
     assert "DMH (50%) is at or above DMH (pairs only) in 1 of 2 cells on MAP" in text
+    from dmh.experiments.leaderboard import leaderboard_compact
+
+    short = leaderboard_compact(recs, {"d": "Data"}, ["d"], ratio=1.0).splitlines()
+    assert short[0] == "| method | Data MAP | Data P@10 | fit s |"
+    assert short[2] == "| DMH | 0.555 (1) | 0.550 (1) | 2.0 |" and short[3].startswith("| CVH | 0.505 (2) |")
+    assert leaderboard_compact(recs, {}, ["d"], ratio=0.25) == ""

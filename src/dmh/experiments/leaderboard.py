@@ -17,7 +17,7 @@ import numpy as np
 
 from ..records import TASKS, method_label, with_top_precision
 
-__all__ = ["RANKED_METRICS", "best_counts", "leaderboard_markdown", "leaderboard_rows"]
+__all__ = ["RANKED_METRICS", "best_counts", "leaderboard_compact", "leaderboard_markdown", "leaderboard_rows"]
 
 #: what a method is ranked on: the whole ranking, then its top
 RANKED_METRICS = ("map", "map@50", "precision@10")
@@ -132,6 +132,36 @@ def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None 
     counts = _dmh_counts(records)
     if counts:
         lines += counts + [""]
+    return "\n".join(lines)
+
+
+def leaderboard_compact(records: Sequence[dict], titles: dict[str, str] | None = None,
+                        datasets: Sequence[str] | None = None, ratio: float = 1.0,
+                        metrics: Sequence[str] = ("map", "precision@10")) -> str:
+    """One table for one paired ratio: a row per method, per dataset its mean of each of
+    ``metrics`` with its rank there in parentheses, and its mean fit seconds over the datasets;
+    rows in the order of their mean rank on the first metric. The short form of
+    :func:`leaderboard_markdown` (for a README)."""
+    titles = titles or {}
+    datasets = list(datasets) if datasets is not None else list(dict.fromkeys(r["dataset"] for r in records))
+    table: dict[str, dict] = {}
+    for ds in datasets:
+        for r in leaderboard_rows(records, ds):
+            if r["paired_ratio"] == float(ratio):
+                table.setdefault(r["label"], {})[ds] = r
+    if not table:
+        return ""
+    order = sorted(table, key=lambda lab: (np.mean([row[f"rank_{metrics[0]}"] for row in table[lab].values()]), lab))
+    head = [f"{titles.get(ds, ds)} {_SHORT[m]}" for ds in datasets for m in metrics]
+    lines = ["| method | " + " | ".join(head) + " | fit s |", "|---|" + "---:|" * (len(head) + 1)]
+    for lab in order:
+        cells = []
+        for ds in datasets:
+            row = table[lab].get(ds)
+            cells += ["–" if row is None else f"{row[m]:.3f} ({row[f'rank_{m}']})" for m in metrics]
+        fits = [row["fit_seconds"] for row in table[lab].values() if row["fit_seconds"] is not None]
+        lines.append(f"| {method_label(lab)} | " + " | ".join(cells) + f" | {np.mean(fits):.1f} |" if fits
+                     else f"| {method_label(lab)} | " + " | ".join(cells) + " | – |")
     return "\n".join(lines)
 
 
