@@ -53,7 +53,7 @@ def _whiten(Z, reg):
     return Zc @ (U / np.sqrt(s + reg * s.sum() / Z.shape[1]))
 
 
-def _gbe_codes(Y, bits, P_extra, seed):
+def _gbe_codes(Y, bits, P_extra, seed, max_iter=150):
     """GBE (calibrated S^Y) on Y; with ``P_extra`` the P of Y is averaged with the views' P."""
     original = gbe.perplexity_similarity
     if P_extra:
@@ -61,7 +61,7 @@ def _gbe_codes(Y, bits, P_extra, seed):
             return (original(Yn, p, n_steps, device=device) + sum(P_extra)) / (1 + len(P_extra))
         gbe.perplexity_similarity = fused
     try:
-        g = gbe.fit_gbe(Y, bits, gamma=0.01, init="projection", max_iter=150, tol=1e-5, lr=0.05,
+        g = gbe.fit_gbe(Y, bits, gamma=0.01, init="projection", max_iter=max_iter, tol=1e-5, lr=0.05,
                         rng=np.random.default_rng(seed), similarity="perplexity", perplexity=30.0)
     finally:
         gbe.perplexity_similarity = original
@@ -87,6 +87,7 @@ def main(argv=None):
     ap.add_argument("--gbe-bits", default="", help="comma-separated code lengths for the GBE probe (empty: none)")
     ap.add_argument("--similarity", default="y", help="y (P over Y) and/or fused (P over Y and each view)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gbe-max-iter", type=int, default=150, help="GBE steps of the probe (the measured runs: 150)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     bits = int_list(ap, args.gbe_bits, "--gbe-bits") if args.gbe_bits else []
@@ -118,7 +119,7 @@ def main(argv=None):
         row = {"reg": reg, "fused": _map_all(_cosine(Pi + Pt, Pi + Pt), Lp),
                "image->text": _map_all(_cosine(Pi, Pt), Lp), "gbe": {}}
         for b in bits:  # GBE's codes from CCA's fused projection in place of CLE's Y (paired objects)
-            C = _gbe_codes(Pi + Pt, b, [], args.seed)
+            C = _gbe_codes(Pi + Pt, b, [], args.seed, args.gbe_max_iter)
             row["gbe"][f"y {b}"] = _map_all(C @ C.T, Lp)
         res["cca"][f"k={k}"] = row
         gtxt = "  ".join(f"GBE {key} bits {v:.4f}" for key, v in row["gbe"].items())
@@ -147,7 +148,7 @@ def main(argv=None):
             for sim in sims:
                 extra = [gbe.perplexity_similarity(v, 30.0) for v in views] if sim == "fused" else []
                 for b in bits:
-                    C = _gbe_codes(Y, b, extra, args.seed)
+                    C = _gbe_codes(Y, b, extra, args.seed, args.gbe_max_iter)
                     row["gbe"][f"{sim} {b}"] = _map_all(C @ C.T, L)
         res["cle"][spec] = row
         gtxt = "  ".join(f"GBE {key} bits {v:.4f}" for key, v in row["gbe"].items())

@@ -26,7 +26,7 @@ def test_cle_probe_with_the_fused_similarity(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         quality_cle_probe.main(["uci-digits", "--variants", "centre:16:3", "--gbe-bits", "8",
-                                "--similarity", "y,fused", "--out", str(out)])
+                                "--similarity", "y,fused", "--gbe-max-iter", "15", "--out", str(out)])
     row = json.loads(out.read_text())[0]["cle"]["centre:16:3"]
     assert set(row["gbe"]) == {"y 8", "fused 8"}
     assert all(0.0 < v <= 1.0 for v in row["gbe"].values())
