@@ -300,9 +300,9 @@ def _f(v, digits=3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def table(result: dict) -> str:
-    """The README table: one row per (text features, method)."""
-    rows = result["runs"]
+def table(result: dict, text_features: str | None = None) -> str:
+    """One row per (text features, method); ``text_features``: that one's rows only (the README's)."""
+    rows = [r for r in result["runs"] if text_features is None or r["text_features"] == text_features]
     lines = [
         "| text features | method | precision@10 words → photos | precision@10 photo → captions | "
         "partner recall@10 | held-out pair score (auto) | fit s | query ms: API / HTTP / CLI |",
@@ -448,7 +448,7 @@ def main(argv=None) -> int:
     if args.readme is not None:
         from _readme import update_readme
 
-        update_readme(MARKER, readme_block(result, text), args.readme)
+        update_readme(MARKER, readme_block(result, table(result, result["text_features"][0])), args.readme)
     return 0
 
 
@@ -467,11 +467,17 @@ def readme_block(result: dict, text: str) -> str:
         "",
         stage_lines(result) + ".",
     ]
+    tail = []
     if autos:
-        lines += ["", "auto's held-out pair scores are its label-free view of each candidate (the collection's "
-                  "own captioned photos); it builds with the best of them."]
-    lines += ["", f"`{result['command']}` (details: "
-              "[docs/collection.md](docs/collection.md#which-method-for-a-collection))"]
+        tail.append("auto's held-out pair scores are its label-free view of each candidate (the collection's own "
+                    "captioned photos); it builds with the best of them.")
+    others = [t for t in result["text_features"] if f"| {t} |" not in text]
+    if others:
+        tail.append(f"With {', '.join(others)} text features: "
+                    "[docs/collection.md](docs/collection.md#which-method-for-a-collection).")
+    tail.append("`python benchmarks/bench_engineers_path.py --data ../shared/data/fashion --readme` (results: "
+                "docs/results/engineers/).")
+    lines += ["", " ".join(tail)]
     return "\n".join(lines)
 
 

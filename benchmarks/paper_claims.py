@@ -504,21 +504,23 @@ def readme_block(t1, summary, args, out) -> str:
             + (f" DMH-paper: `DMH(preset=\"paper\")`, from [`{args.table1_paper}`]({args.table1_paper}/report.md)."
                if t1.get("paper_rows_from") else ""),
             "",
-            "| dataset | task | row | MAP | MAP@50 | P@10 |",
-            "|---|---|---|---:|---:|---:|",
+            "Each cell: image→text / text→image.",
+            "",
+            "| dataset | row | MAP | MAP@50 | P@10 |",
+            "|---|---|---:|---:|---:|",
         ]
         rows = [("DMH (100%)", "DMH", 1.0), ("best baseline (100%)", None, 1.0),
                 ("DMH-paper (100%)", "DMH-paper", 1.0), ("DMH (50%)", "DMH", 0.5),
                 ("DMH (pairs only)", "DMH (pairs only)", 0.5), ("best baseline (50% set)", None, 0.5),
                 ("DMH-paper (50%)", "DMH-paper", 0.5)]
         for ds in datasets_of(t1):
-            for task in TASKS:
-                for shown, label, ratio in rows:
-                    cells = [_row_cell(per_metric[metric], ds, label, ratio, bits, task) for metric in METRICS]
-                    if all(c is None for c in cells):
-                        continue
-                    lines.append(f"| {title(t1, ds)} | {SHORT[task]} | {shown} | "
-                                 + " | ".join("–" if c is None else c for c in cells) + " |")
+            for shown, label, ratio in rows:
+                cells = [[_row_cell(per_metric[metric], ds, label, ratio, bits, task) for task in TASKS]
+                         for metric in METRICS]
+                if all(c is None for pair in cells for c in pair):
+                    continue
+                lines.append(f"| {title(t1, ds)} | {shown} | "
+                             + " | ".join(" / ".join("–" if c is None else c for c in pair) for pair in cells) + " |")
         lines.append("")
     # the README keeps the summary over all datasets and the ablation; per dataset and per ratio: the page
     kept = [line for line in summary if line.startswith(("- All datasets", "- DMH (50%) beats IMH"))

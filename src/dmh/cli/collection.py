@@ -3,7 +3,7 @@ collection folder (a file argument keeps the index search of :mod:`dmh.cli.searc
 
 ::
 
-    dmh build PHOTOS CAPTIONS.csv -o COLLECTION [--bits 64 --method dmh --image-model ...]
+    dmh build PHOTOS CAPTIONS.csv -o COLLECTION [--bits 64 --method auto --image-model ...]
                [--store local|milvus[:URI]] [--ray [ADDRESS]] [--wait 600]
     dmh add COLLECTION [MORE_PHOTOS] [--captions MORE.csv] [--ray [ADDRESS]] [--wait 600]
     dmh search COLLECTION (--text "two dogs" | --image query.jpg | --like ID) [--k 10]
@@ -88,7 +88,7 @@ def _wait_option(f):
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Collection folder to create (or resume).")
 @click.option("--bits", default=64, show_default=True, type=int, help="Code length (a multiple of 8).")
-@click.option("--method", default="dmh", show_default=True,
+@click.option("--method", default="auto", show_default=True,
               help="Hashing method (dmh, cca-itq, fsh, ...), or auto: the best of --candidates on the "
               "collection's own held-out captioned photos (no labels).")
 @click.option("--candidates", default=None, metavar="M1,M2,...",

@@ -100,7 +100,7 @@ def build_collection(
     captions,
     out,
     *,
-    method: str = "dmh",
+    method: str = "auto",
     n_bits: int = 64,
     params: dict | None = None,
     candidates=None,
@@ -125,7 +125,8 @@ def build_collection(
     image features and the codes on Ray (same results).
 
     ``method``/``n_bits``/``params``: the hashing model (fitted on at most ``fit_max`` items, drawn
-    with ``seed``). ``method="auto"`` compares ``candidates`` (default
+    with ``seed``). ``method="auto"`` (the default: on the shared fashion photos it chose the method
+    that retrieves best, docs/collection.md) compares ``candidates`` (default
     :data:`dmh.collection._auto.DEFAULT_CANDIDATES`) on held-out pairs of the collection (no
     labels), records every score and the choice in ``build.json`` under ``"auto"``, and builds with
     the best, fitted on every item; its ``params`` are ``{candidate: {key: value}}``.
