@@ -464,10 +464,8 @@ def readme_block(result: dict, text: str) -> str:
         "queries; the product type (26, read only to score) decides what is relevant.",
         "",
         text,
-        "",
-        stage_lines(result) + ".",
     ]
-    tail = []
+    tail = [stage_lines(result) + "."]
     if autos:
         tail.append("auto's held-out pair scores are its label-free view of each candidate (the collection's own "
                     "captioned photos); it builds with the best of them.")
