@@ -21,6 +21,16 @@ def rank_candidates(part: np.ndarray, dist: np.ndarray, k: int) -> tuple[np.ndar
     return np.take_along_axis(part, order, axis=1), np.take_along_axis(dist, order, axis=1)
 
 
+def nearest_of_rows(D: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` smallest entries' columns of each row of the distance block ``D``, ranked as
+    :func:`rank_candidates` ranks them (``k`` at most ``D.shape[1]``)."""
+    if k < D.shape[1]:
+        part = np.argpartition(D, k - 1, axis=1)[:, :k]
+    else:
+        part = np.tile(np.arange(k), (D.shape[0], 1))
+    return rank_candidates(part, np.take_along_axis(D, part, axis=1), k)[0]
+
+
 def drop_self(idx: np.ndarray, *others: np.ndarray):
     """Drop each query's own index from its row of ``idx`` (query ``i`` is row ``i``; a duplicate
     may put it anywhere); a row without it (duplicates crowded it out) drops its last entry. The
@@ -98,11 +108,7 @@ def _knn(X_fit: np.ndarray, X_query: np.ndarray, n_neighbors: int, exclude_self:
     for s in range(0, X_query.shape[0], chunk):
         Qc = np.ascontiguousarray(X_query[s : s + chunk], dtype=np.float32)
         D = f_sq[None, :] - 2.0 * (Qc @ F.T)  # squared distance up to the query's own norm
-        if kk < F.shape[0]:
-            part = np.argpartition(D, kk - 1, axis=1)[:, :kk]
-        else:
-            part = np.tile(np.arange(kk), (Qc.shape[0], 1))
-        idx[s : s + Qc.shape[0]] = rank_candidates(part, np.take_along_axis(D, part, axis=1), kk)[0]
+        idx[s : s + Qc.shape[0]] = nearest_of_rows(D, kk)
     return drop_self(idx) if exclude_self else idx
 
 
@@ -160,11 +166,7 @@ def _knn_gram(gram, fit_rows: np.ndarray, query_rows: np.ndarray, n_neighbors: i
     idx = np.empty((query_rows.size, kk), dtype=np.int64)
     for s in range(0, query_rows.size, chunk):
         D = gram.sq_distances(query_rows[s : s + chunk], fit_rows)
-        if kk < D.shape[1]:
-            part = np.argpartition(D, kk - 1, axis=1)[:, :kk]
-        else:
-            part = np.tile(np.arange(kk), (D.shape[0], 1))
-        idx[s : s + D.shape[0]] = rank_candidates(part, np.take_along_axis(D, part, axis=1), kk)[0]
+        idx[s : s + D.shape[0]] = nearest_of_rows(D, kk)
     return drop_self(idx) if exclude_self else idx
 
 
