@@ -398,6 +398,11 @@ def test_report_only_fits_nothing_and_says_what_is_missing(toy_file, tmp_path, c
     """A long run split over machines: the report of what is finished so far, nothing fitted, the
     missing cells counted in the report and in metrics.json."""
     base = ["reproduce", "table8", "--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
+    # nothing finished, or a shard of a report: one line, exit 2, no folder made
+    assert main([*base, "--report-only", "--out", str(tmp_path / "none")]) == 2
+    assert "none of the plan's 4 cell(s) is finished" in capsys.readouterr().err
+    assert main([*base, "--report-only", "--shard", "1/2", "--out", str(tmp_path / "none")]) == 2
+    assert "takes no --shard" in capsys.readouterr().err and not (tmp_path / "none").exists()
     part = tmp_path / "part"
     assert main([*base, "--shard", "1/2", "--out", str(part)]) == 0
     n_part = len(load_cells(part))

@@ -281,6 +281,13 @@ def run_experiment(
     jobs = check_jobs(jobs)
     borrowable = [load_reusable(folder, cells) for folder in reuse or ()]  # before anything is written
     out = Path(out_dir)
+    if report_only:
+        if shard is not None:
+            raise ParameterError("--report-only writes the report of the whole plan; it takes no --shard")
+        own = load_cells(out) if out.is_dir() else {}
+        if not any(c["key"] in own or any(c["key"] in other for other in borrowable) for c in cells):
+            raise ParameterError(f"--report-only: none of the plan's {len(cells)} cell(s) is finished in {out} or "
+                                 "the --reuse folders; nothing to report")
     if out.exists() and not out.is_dir():
         raise OutputError(out, "it is a file, not a folder (--out)")
     try:
