@@ -139,7 +139,8 @@ def build(photos, captions, output, bits, method, candidates, params, image_mode
         for item in params:
             key = item.split("=", 1)[0]
             if "." not in key:
-                raise click.BadParameter(f"with --method auto, name the candidate: METHOD.KEY=VALUE, got {item!r}",
+                raise click.BadParameter(f"with --method auto (the default), name the candidate: METHOD.KEY=VALUE, "
+                                         f"or choose one method with --method METHOD; got {item!r}",
                                          param_hint="--param")
         method_params = {m: p for m, p in parse_params(params, candidates).items() if p}
     else:
