@@ -11,6 +11,7 @@ from dmh.evaluation import (
     data_fingerprint,
     full_params,
     make_cell,
+    normalize_key,
     plan_evaluation,
     reusable_cells,
     run_cells,
@@ -73,6 +74,25 @@ def test_the_key_changes_with_everything_that_changes_the_result(toy_data, tmp_p
     assert on_file["size"] == path.stat().st_size and on_file["source"] == str(path.resolve())
     with pytest.raises(ValueError, match="lacks"):
         cell_key({"method": "cvh"})
+
+
+def test_where_a_fit_runs_is_not_part_of_its_key_and_older_keys_that_named_it_still_match(toy_data):
+    """``device`` says where a fit runs, not what it computes: the fit gets it (it is in the cell's
+    params), the key leaves it out, and a key written while it was part of keys reads the same."""
+    fp = data_fingerprint(toy_data, "toy")
+    base = dict(dataset="toy", fingerprint=fp, method="ucch", n_bits=8, paired_ratio=1.0, seed=0)
+    cpu, auto = make_cell(**base, params={"device": "cpu"}), make_cell(**base, params={"device": "auto"})
+    assert cpu["params"]["device"] == "cpu" and auto["params"]["device"] == "auto"
+    assert cpu["key"] == auto["key"] and '"device"' not in cpu["key"]
+    assert make_cell(**base, params={"epochs": 3})["key"] != cpu["key"]  # a real parameter still counts
+    ident = json.loads(cpu["key"])
+    ident["params"]["device"] = "cuda"  # as results written before were keyed
+    old = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+    assert old != cpu["key"] and normalize_key(old) == cpu["key"]
+    assert normalize_key(cpu["key"]) == cpu["key"] and normalize_key("not json") == "not json"
+    records = [{"task": t, "cell_key": old, "map": 0.5} for t in ("image->text", "text->image")]
+    found, _ = reusable_cells([cpu], records)
+    assert list(found) == [cpu["key"]]
 
 
 def test_a_cell_names_the_preset_values_it_ran_with_so_a_changed_preset_is_not_reused(toy_data, monkeypatch):

@@ -15,7 +15,10 @@ Every cell has one key (:func:`cell_key`): the canonical JSON of the dataset's f
 source path, file size and a hash of its arrays), its split, the pairing seed, the method and its
 full parameters (defaults included; an option added after results existed is left out while it
 holds the value those results ran with, the method's ``key_neutral``), the bit length, the
-label it is shown under and, for a pairs-only cell only, ``pairs_only``. A finished
+label it is shown under and, for a pairs-only cell only, ``pairs_only``. Where a fit runs
+(``device``, :data:`EXECUTION_PARAMS`) is not part of the key: it changes how fast a fit runs, not
+its result beyond rounding (a deep peer's MAP on a GPU and on the CPU agree within 0.001), and a
+key written with it is read without it (:func:`normalize_key`). A finished
 cell is reused (``evaluate --resume``, ``reproduce`` into the same folder or with ``--reuse``) only
 on an exact key match.
 """
@@ -49,6 +52,7 @@ __all__ = [
     "full_params",
     "label_prior_map",
     "make_cell",
+    "normalize_key",
     "pairs_only_redundant",
     "pairs_only_set",
     "plan_evaluation",
@@ -63,6 +67,9 @@ _CELL_PARAMS = ("n_bits", "random_state")
 KEY_FIELDS = ("dataset", "data", "split", "label", "method", "params", "n_bits", "paired_ratio", "seed")
 #: fields that enter the key only where a cell has them (cells written before they existed keep their keys)
 OPTIONAL_KEY_FIELDS = ("pairs_only",)
+#: parameters that say where a fit runs, not what it computes: kept in a cell's ``params`` (the fit
+#: uses them, its records show them) and left out of its key
+EXECUTION_PARAMS = ("device",)
 #: what a cell trains on: every object of the semi-paired set, or its paired objects alone
 TRAININGS = ("semi-paired", "pairs-only")
 
@@ -208,7 +215,27 @@ def cell_key(cell: dict) -> str:
         raise DataError(f"a cell needs {list(KEY_FIELDS)} for its key; this one lacks {missing} (see make_cell)")
     ident = {k: cell[k] for k in KEY_FIELDS}
     ident.update({k: cell[k] for k in OPTIONAL_KEY_FIELDS if cell.get(k)})
+    return _dump_key(ident)
+
+
+def _dump_key(ident: dict) -> str:
+    ident = dict(ident)
+    if isinstance(ident.get("params"), dict):
+        ident["params"] = {k: v for k, v in ident["params"].items() if k not in EXECUTION_PARAMS}
     return json.dumps(jsonable(ident), sort_keys=True, separators=(",", ":"))
+
+
+def normalize_key(key: str) -> str:
+    """A stored cell key as :func:`cell_key` writes it today: a key written while ``device`` was
+    part of it (results before 2026-11-28) is read without it. A string that is not a
+    key's JSON is returned as it is (it then matches no planned cell)."""
+    try:
+        ident = json.loads(key)
+    except (json.JSONDecodeError, TypeError):
+        return key
+    if not isinstance(ident, dict) or not any(p in (ident.get("params") or {}) for p in EXECUTION_PARAMS):
+        return key
+    return _dump_key(ident)
 
 
 # -------------------------------------------------------------------------------- the cell loop
@@ -385,6 +412,8 @@ def reusable_cells(cells: Sequence[dict], records: Sequence[dict], where: str = 
     no_key = 0
     for rec in records:
         key = rec.get("cell_key") if isinstance(rec, dict) else None
+        if isinstance(key, str):
+            key = normalize_key(key)
         if key is None:
             no_key += 1
         else:

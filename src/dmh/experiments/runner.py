@@ -24,7 +24,16 @@ from pathlib import Path
 from .._atomic import atomic_write_text, check_writable, exclusive_lock
 from .._json import jsonable as _jsonable
 from ..errors import DataError, DmhError, OutputError, ParameterError, ResultsFileError
-from ..evaluation import KEY_FIELDS, cell_key, check_jobs, data_fingerprint, make_cell, reusable_cells, run_cells
+from ..evaluation import (
+    KEY_FIELDS,
+    cell_key,
+    check_jobs,
+    data_fingerprint,
+    make_cell,
+    normalize_key,
+    reusable_cells,
+    run_cells,
+)
 from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_config: importable here as before
     DOCUMENTED_METHODS,  # noqa: F401
     KINDS,  # noqa: F401
@@ -210,8 +219,11 @@ def check_cells(payload, path) -> dict:
         if problem:
             raise ResultsFileError(path, f"cell {i} {problem}; delete the file to start over")
         cell = entry["cell"]
-        own_key = all(k in cell for k in KEY_FIELDS) and cell_key(cell) == entry["key"]
-        out[entry["key"] if own_key else f"stale:{entry['key']}"] = entry
+        key = normalize_key(entry["key"])
+        own_key = all(k in cell for k in KEY_FIELDS) and cell_key(cell) == key
+        if own_key:
+            entry["key"] = key
+        out[key if own_key else f"stale:{entry['key']}"] = entry
     return out
 
 
