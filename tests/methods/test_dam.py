@@ -226,3 +226,77 @@ def test_bf16_training_learns_and_repeats():
     losses32, _ = _train(net, X, H)
     assert runs[0][0][-1] < 0.5 * runs[0][0][0]
     assert runs[0][0][-1] < 2 * losses32[-1] + 0.05
+
+
+def _bag_of_words(n=96, d=300, words=4, seed=0):
+    """A standardised binary bag of words: each column its base value plus a few entries."""
+    rng = np.random.default_rng(seed)
+    X = np.zeros((n, d))
+    for i in range(n):
+        X[i, rng.choice(d, words, replace=False)] = 1.0
+    mu, sd = X.mean(0), X.std(0)
+    sd[sd < 1e-12] = 1.0
+    return ((X - mu) / sd).astype(np.float32)
+
+
+@pytest.mark.parametrize("modality", ["image", "text"])
+@pytest.mark.parametrize("fusion_bias", [0.0, 0.4, -0.3])
+def test_sparse_input_same_outputs_and_gradients_as_dense(modality, fusion_bias):
+    """``use_sparse_input``: a standardised bag of words trains from its few entries; outputs and
+    every gradient (the first layer's, the fusion's scales and biases, whatever their signs) are
+    the dense network's up to rounding, and the weight gradient accumulates like autograd's."""
+    X = torch.as_tensor(_bag_of_words())
+    H = torch.sign(torch.randn(X.shape[0], 8, generator=torch.Generator().manual_seed(1)))
+    torch.manual_seed(0)
+    dense = dam.make_net(modality, X.shape[1], 8, (32,))
+    if modality == "text":
+        with torch.no_grad():
+            dense.fusion.bias.fill_(fusion_bias)
+            dense.fusion.scale.copy_(torch.tensor([1.0, -0.5, 2.0, 0.7, 1.3]))
+    sparse = dam.make_net(modality, X.shape[1], 8, (32,))
+    sparse.load_state_dict(dense.state_dict())
+    base = dam.column_base(X)
+    assert base is not None
+    sparse.use_sparse_input(base)
+    assert sparse.sparse_input and sparse.kept_grad_weight is sparse.body[0].weight_t
+
+    for _ in range(2):  # the second backward accumulates
+        for net in (dense, sparse):
+            ((net(X) - H) ** 2).sum(1).mean().backward()
+    torch.testing.assert_close(sparse(X), dense(X))
+    torch.testing.assert_close(sparse.body[0].weight_t.grad.t(), dense.body[0].weight.grad, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(sparse.body[0].bias.grad, dense.body[0].bias.grad, rtol=1e-4, atol=1e-6)
+    if modality == "text":
+        for name in ("scale", "bias"):
+            torch.testing.assert_close(getattr(sparse.fusion, name).grad, getattr(dense.fusion, name).grad,
+                                       rtol=1e-4, atol=1e-6)
+    # the state is an nn.Linear's throughout, and the plain layer comes back with the same weights
+    assert sparse.state_dict()["body.0.weight"].shape == dense.body[0].weight.shape
+    sparse.use_sparse_input(None)
+    assert not sparse.sparse_input and isinstance(sparse.body[0], torch.nn.Linear)
+    for (name, a), b in zip(sparse.state_dict().items(), dense.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_training_takes_the_sparse_path_only_for_a_lean_network_over_a_sparse_input():
+    X, Xd = _bag_of_words(), np.random.default_rng(0).normal(size=(96, 300)).astype(np.float32)
+    H = np.sign(np.random.default_rng(1).normal(size=(96, 8))).astype(np.float32)
+    assert dam.column_base(torch.as_tensor(Xd)) is None
+    for data, lean, expected in ((X, True, True), (X, False, False), (Xd, True, False)):
+        torch.manual_seed(0)
+        net = dam.make_net("text", 300, 8, (32,))
+        net.lean = lean
+        dam.train_net(net, data, H, epochs=1, lr=1e-2, batch_size=32, generator=torch.Generator().manual_seed(0))
+        assert net.sparse_input is expected
+    # trained the sparse way or the dense way: the same losses up to rounding
+    runs = []
+    for base in (True, False):
+        torch.manual_seed(0)
+        net = dam.make_net("text", 300, 8, (32,))
+        net.lean = True
+        if not base:
+            net.use_sparse_input = lambda b: None  # keep it dense
+        losses, _ = dam.train_net(net, X, H, epochs=3, lr=1e-2, batch_size=32,
+                                  generator=torch.Generator().manual_seed(0))
+        runs.append(losses)
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-4)

@@ -19,6 +19,8 @@ LRN is AlexNet's (size 5, alpha 1e-4, beta 0.75, k 2), applied across the hidden
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from torch import nn
@@ -209,6 +211,159 @@ class _FirstLinear(torch.autograd.Function):
         return tuple(grads)
 
 
+
+# ------------------------------------------------------------------------------ sparse inputs
+#: a training input takes the sparse path when at most this fraction of its values differ from
+#: their column's base value (a bag of words, standardised, is about 0.3% on the shared fashion set)
+SPARSE_DENSITY = 0.05
+
+
+def column_base(X: torch.Tensor) -> torch.Tensor | None:
+    """The value each column of ``X`` mostly holds (its median, which is that value wherever more
+    than half of the column holds it), or ``None`` when more than :data:`SPARSE_DENSITY` of
+    ``X``'s values differ from it: a standardised bag of words is its columns' base values plus a
+    few entries per row, and :class:`_SparseFirstLayer` trains on it as such."""
+    if X.ndim != 2 or X.shape[0] < 2 or X.device.type != "cpu":
+        return None
+    base = X.median(dim=0).values
+    if float((X != base).float().mean()) > SPARSE_DENSITY:
+        return None
+    return base.contiguous()
+
+
+class _TransposedLinear(nn.Linear):
+    """``nn.Linear`` whose weight is stored as its transpose, ``weight_t`` (in x out, contiguous):
+    the rows that one input column multiplies are contiguous, which :class:`_SparseFirstLayer`
+    reads and writes, and Adam's fused kernel (which wants contiguous parameters) still applies.
+    ``weight`` is its transposed view; the state is saved and loaded as an ``nn.Linear``'s."""
+
+    def __init__(self, linear: nn.Linear):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight_t = nn.Parameter(linear.weight.detach().t().contiguous())
+        self.bias = linear.bias
+
+    @property
+    def weight(self):  # noqa: D401 - nn.Linear's name for the (out x in) weight
+        return self.weight_t.t()
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x, self.weight_t)
+
+    def to_linear(self) -> nn.Linear:
+        linear = nn.Linear(self.in_features, self.out_features, device=self.weight_t.device)
+        with torch.no_grad():
+            linear.weight.copy_(self.weight_t.t())
+        linear.bias = self.bias
+        return linear
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        destination[prefix + "weight"] = self.weight if keep_vars else self.weight.detach()
+        destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        weight = state_dict.get(prefix + "weight")
+        if weight is None:
+            missing_keys.append(prefix + "weight")
+        else:
+            with torch.no_grad():
+                self.weight_t.copy_(weight.t())
+        bias = state_dict.get(prefix + "bias")
+        if bias is None:
+            missing_keys.append(prefix + "bias")
+        else:
+            with torch.no_grad():
+                self.bias.copy_(bias)
+
+
+def _csr(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in CSR form, without torch's note that CSR support is in beta (the products used here
+    are the documented ``torch.sparse.mm`` and ``addmm`` of a CSR and a dense matrix)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+        return t.to_sparse_csr()
+
+
+def _sparse_weight_grad_into(weight_t, A, gs, g, ST) -> None:
+    """Accumulate ``A gs' + S' g`` (``ST``: ``S'`` in CSR form) into ``weight_t.grad`` in place, as
+    :func:`_weight_grad_into` does for the dense layer."""
+    if weight_t.grad is None:
+        weight_t.grad = torch.outer(A, gs)
+    elif weight_t.__dict__.pop(_STALE, False):
+        torch.outer(A, gs, out=weight_t.grad)
+    else:
+        weight_t.grad.addr_(A, gs)
+    weight_t.grad.addmm_(ST, g)
+
+
+class _SparseFirstLayer(torch.autograd.Function):
+    """The first hidden layer (and txtNet's fusion before it) over an input that is its columns'
+    base values plus a few entries, computed from those entries: the same function and gradients
+    as the dense layer, equal up to floating-point rounding, at a cost that grows with the entries
+    instead of the input's width.
+
+    With ``D = x - base`` (mostly zeros), each pooled channel of the fusion is ``P D + P base``;
+    after its scale, bias and ReLU it is ``a + R``, where ``a = relu(s P base + b)`` is one value per
+    column and ``R`` is zero wherever ``P D`` is. The layer's input is then ``S + 1 A'`` with ``S =
+    [D, R]`` sparse and ``A = [base, a]``, so ``h = S Wt + A' Wt + c``; the weight's gradient is
+    ``S' g + A (1' g)``, and the fusion's scales and biases need ``dL/du = g Wt'`` summed over the
+    batch per column (one product ``Wt (1' g)``) plus, where ``P D`` is not zero, corrections
+    ``C' g`` for a sparse ``C`` (CSR products throughout)."""
+
+    @staticmethod
+    def forward(ctx, x, scale, sbias, weight_t, bias, base, pooled_base, kernels):
+        D = x - base
+        d = D.shape[1]
+        if kernels:
+            PD = torch.cat([nn.functional.avg_pool1d(D[:, None, :], kernel_size=k, stride=k)[:, 0, :]
+                            for k in kernels], dim=1)
+            sidx = torch.cat([torch.full((d // k,), i, dtype=torch.long) for i, k in enumerate(kernels)])
+            s, sb = scale.detach()[sidx], sbias.detach()[sidx]
+            a_pre = s * pooled_base + sb
+            q = s * (PD + pooled_base) + sb  # where PD == 0 this is a_pre, bit for bit
+            a = torch.relu(a_pre)
+            S = torch.cat([D, torch.relu(q) - a], dim=1)
+            A = torch.cat([base, a])
+        else:
+            PD = q = a_pre = sidx = None
+            S, A = D, base
+        out = torch.sparse.mm(_csr(S), weight_t)
+        out += torch.addmv(bias, weight_t.t(), A)
+        ctx.save_for_backward(weight_t)
+        ctx.sparse = (S, A, PD, q, a_pre, pooled_base, sidx, d, len(kernels or ()))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (weight_t,) = ctx.saved_tensors
+        S, A, PD, q, a_pre, pooled_base, sidx, d, n_scales = ctx.sparse
+        gs = g.sum(0)
+        grad_scale = grad_sbias = None
+        if ctx.needs_input_grad[3]:
+            _sparse_weight_grad_into(weight_t, A, gs, g, _csr(S.t()))
+        if n_scales and (ctx.needs_input_grad[1] or ctx.needs_input_grad[2]):
+            Wp = weight_t[d:]
+            m0 = (a_pre > 0).to(g.dtype)
+            ws_b = m0 * Wp.mv(gs)  # every entry at its column's base value: dL/du summed over the batch
+            ws_s = ws_b * pooled_base
+            at = PD != 0  # the entries that differ from their column's value
+            cols = at.any(0).nonzero()[:, 0]
+            if cols.numel():
+                at, PDc, Pb, m0c = at[:, cols], PD[:, cols], pooled_base[cols], m0[cols]
+                M = (q[:, cols] > 0).to(g.dtype)
+                zero = torch.zeros((), dtype=g.dtype)
+                C = torch.cat([torch.where(at, M - m0c, zero), torch.where(at, M * (PDc + Pb) - m0c * Pb, zero)], 1)
+                CTg = torch.sparse.mm(_csr(C.t()), g)  # (2 |cols|) x hidden
+                Wc = Wp[cols]
+                k = cols.numel()
+                ws_b = ws_b.index_add(0, cols, (CTg[:k] * Wc).sum(1))
+                ws_s = ws_s.index_add(0, cols, (CTg[k:] * Wc).sum(1))
+            grad_sbias = torch.zeros(n_scales, dtype=g.dtype).index_add_(0, sidx, ws_b)
+            grad_scale = torch.zeros(n_scales, dtype=g.dtype).index_add_(0, sidx, ws_s)
+        return None, grad_scale, grad_sbias, None, gs if ctx.needs_input_grad[4] else None, None, None, None
+
+
 class HashNet(nn.Module):
     """``[fusion] -> (Linear -> ReLU -> LRN) x len(hidden) -> Linear -> tanh``."""
 
@@ -224,6 +379,7 @@ class HashNet(nn.Module):
         self.head = nn.Linear(width, n_bits)
         self._lean = False
         self._bf16 = None  # a _Bf16Layer for the first hidden layer when precision is "bfloat16"
+        self._sparse = None  # (base, pooled base) while training on a sparse input (use_sparse_input)
 
     @property
     def lean(self) -> bool:
@@ -266,13 +422,47 @@ class HashNet(nn.Module):
         """The weight whose gradient training leaves to :func:`_weight_grad_into` alone (the first
         hidden layer of a lean float32 network that takes the custom path of :meth:`features`), or
         ``None``: only such a gradient may be marked zero instead of written (:func:`_zero_grads`)."""
+        if self._sparse is not None:
+            return self.body[0].weight_t
         if not self.keeps_weight_grad or not len(self.body):
             return None
         if self.fusion is not None and not self.fusion.kernels:
             return None  # the plain path: autograd accumulates this gradient itself
         return self.body[0].weight
 
+    def use_sparse_input(self, base: torch.Tensor | None) -> None:
+        """Train on inputs that are ``base`` (one value per column) plus a few entries through
+        :class:`_SparseFirstLayer` (the first hidden layer stored transposed meanwhile), or, with
+        ``None``, the dense way again (the plain ``nn.Linear``). Not a parameter: the model and its
+        saved state are the same either way, the outputs equal up to floating-point rounding."""
+        if not len(self.body):
+            return
+        first = self.body[0]
+        if base is None:
+            self._sparse = None
+            if isinstance(first, _TransposedLinear):
+                self.body[0] = first.to_linear()
+            return
+        if not isinstance(first, _TransposedLinear):
+            self.body[0] = _TransposedLinear(first)
+        kernels = self.fusion.kernels if self.fusion is not None else ()
+        pooled = [nn.functional.avg_pool1d(base[None, None, :], kernel_size=k, stride=k)[0, 0] for k in kernels]
+        self._sparse = (base, torch.cat(pooled) if pooled else None)
+
+    @property
+    def sparse_input(self) -> bool:
+        """Whether training takes the sparse path (:meth:`use_sparse_input`)."""
+        return self._sparse is not None
+
     def features(self, x):
+        if self._sparse is not None and torch.is_grad_enabled() and not x.requires_grad:
+            first = self.body[0]
+            base, pooled_base = self._sparse
+            fusion = self.fusion
+            kernels = fusion.kernels if fusion is not None else ()
+            h = _SparseFirstLayer.apply(x, fusion.scale if kernels else None, fusion.bias if kernels else None,
+                                        first.weight_t, first.bias, base, pooled_base, kernels)
+            return self.body[1:](h)
         custom = (self._lean or self._bf16 is not None) and len(self.body) and torch.is_grad_enabled() \
             and not x.requires_grad
         if not custom:
@@ -317,6 +507,11 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
     epoch whose agreement reaches it. At most ``epochs`` epochs; labels play no part."""
     Xt = torch.as_tensor(X, dtype=torch.float32).to(device)
     Ht = torch.as_tensor(H, dtype=torch.float32).to(device)
+    if optimizer is None and getattr(net, "lean", False):
+        # a lean network (cheaper kernels, the same model) over a sparse input trains the sparse way
+        # until the caller turns it back (use_sparse_input(None)); set before the optimizer sees its
+        # parameters, and kept for later calls that pass that optimizer
+        net.use_sparse_input(column_base(Xt))
     opt = optimizer if optimizer is not None else torch.optim.Adam(net.parameters(), lr=lr, fused=True)
     history = []
     n = Xt.shape[0]

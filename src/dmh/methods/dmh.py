@@ -82,7 +82,10 @@ class DMH(DMHOptions, BaseHasher):
         Train with cheaper kernels for the same networks: txtNet's first layer skips the gradient
         of the raw text input (only the pooled channels' is needed; autograd computed and dropped a
         batch x hidden x text-dim product per step), and LRN sums its window by shifted copies
-        instead of average pooling (see :attr:`dmh.methods.dam.HashNet.lean`). Same model, same
+        instead of average pooling (see :attr:`dmh.methods.dam.HashNet.lean`); a network whose
+        training input is its columns' base values plus a few entries (at most 5% of them differ:
+        a standardised bag of words) trains from those entries alone (``HashNet.use_sparse_input``;
+        txtNet on the shared fashion set: about 4x fewer seconds a pass). Same model, same
         saved state, results equal up to floating-point rounding. ``None``: the preset's (off in
         ``"paper"``, whose codes stay bit for bit those of before).
     dam_precision : {"float32", "bfloat16", "auto"}
@@ -407,6 +410,7 @@ class DMH(DMHOptions, BaseHasher):
         if bar:
             bar.close()
         for net in nets.values():
+            net.use_sparse_input(None)  # the plain layer again (the same weights)
             net.to("cpu")  # encoding and saving need no GPU
         self.nets_ = nets
         self.codes_ = H
