@@ -142,3 +142,19 @@ def test_the_leaderboard_ranks_methods_among_those_trained_on_the_same_data():
     assert short[0] == "| method | Data MAP | Data P@10 | fit s |"
     assert short[2] == "| DMH | 0.555 (1) | 0.550 (1) | 2.0 |" and short[3].startswith("| CVH | 0.505 (2) |")
     assert leaderboard_compact(recs, {}, ["d"], ratio=0.25) == ""
+
+
+def test_leaderboard_fit_seconds_compare_cpu_fits_where_a_row_has_them():
+    """A row with fits on the CPU and on a GPU (``params["device"] == "cuda"``) shows the CPU fits'
+    mean; a row fitted only on a GPU still shows its seconds."""
+    from dmh.experiments.leaderboard import leaderboard_rows
+
+    recs = []
+    for label, seed, device, secs in (("JDSH", 0, "cuda", 60.0), ("JDSH", 1, "cpu", 40.0), ("JDSH", 2, "cpu", 50.0),
+                                      ("UCCH", 0, "cuda", 3.0)):
+        for task in ("image->text", "text->image"):
+            recs.append({"dataset": "d", "method": label, "n_bits": 16, "paired_ratio": 1.0, "seed": seed,
+                         "task": task, "map": 0.5, "map@50": 0.5, "precision@10": 0.5, "fit_seconds": secs,
+                         "params": {"device": device}})
+    fit = {r["label"]: r["fit_seconds"] for r in leaderboard_rows(recs, "d")}
+    assert fit == {"JDSH": 45.0, "UCCH": 3.0}
