@@ -300,3 +300,26 @@ def test_training_takes_the_sparse_path_only_for_a_lean_network_over_a_sparse_in
                                   generator=torch.Generator().manual_seed(0))
         runs.append(losses)
     np.testing.assert_allclose(runs[0], runs[1], rtol=1e-4)
+
+
+def test_contrastive_term_pulls_outputs_toward_their_partners():
+    """``contrastive`` > 0 with ``partner``: the network also learns to pick each paired row's
+    partner among the batch's (InfoNCE); rows without a partner (NaN) only copy their codes."""
+    net0, X, H = _problem(n=128, d=10, bits=8)
+    rng = np.random.default_rng(5)
+    partner = rng.normal(size=(128, 8)).astype(np.float32)  # targets unrelated to the codes
+    partner[::4] = np.nan
+    state = {k: v.clone() for k, v in net0.state_dict().items()}
+    pt = torch.nn.functional.normalize(torch.as_tensor(np.nan_to_num(partner)), dim=1)
+    rows = torch.as_tensor(~np.isnan(partner).any(1))
+
+    def nce_after(weight):
+        net = dam.make_net("image", 10, 8, (32,))
+        net.load_state_dict(state)
+        dam.train_net(net, X, H, epochs=20, lr=1e-2, batch_size=32, generator=torch.Generator().manual_seed(0),
+                      partner=partner, contrastive=weight)
+        with torch.no_grad():
+            return float(dam._info_nce(net(torch.as_tensor(X)), pt, rows))
+
+    assert nce_after(2.0) < nce_after(0.0) - 0.5
+    assert float(dam._info_nce(torch.ones(4, 8), pt[:4], torch.tensor([True, False, False, False]))) == 0.0

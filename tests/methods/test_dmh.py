@@ -481,3 +481,16 @@ def test_a_cell_whose_key_names_removed_options_fits(semi, toy_data):
     assert {k: cell["params"][k] for k in REMOVED_OPTIONS} == REMOVED_OPTIONS
     done = fit_cell(cell, toy_data, toy_data.train())
     assert done["records"] and all(0.0 <= r["map"] <= 1.0 for r in done["records"])
+
+
+def test_dam_contrastive_option_fits_and_leaves_keys_at_zero(semi, toy_data):
+    from dmh.evaluation import full_params
+
+    assert "dam_contrastive" not in full_params("dmh")
+    assert full_params("dmh", {"dam_contrastive": 0.5})["dam_contrastive"] == 0.5
+    data = toy_data
+    a = DMH(8, random_state=0, dam_contrastive=1.0, **TINY).fit(semi)
+    b = DMH(8, random_state=0, dam_contrastive=1.0, **TINY).fit(semi)
+    np.testing.assert_array_equal(a.encode(data.image, modality="image"), b.encode(data.image, modality="image"))
+    with pytest.raises(ValueError, match="dam_contrastive"):
+        DMH(dam_contrastive=-0.1).fit(semi)

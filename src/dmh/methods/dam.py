@@ -490,7 +490,8 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
               generator: torch.Generator, optimizer: torch.optim.Optimizer | None = None,
               progress=None, device: str = "cpu", agreement: list | None = None,
               agree_tol: float | None = None, agree_ref: float | None = None,
-              agree_target: float | None = None) -> tuple[list, torch.optim.Optimizer]:
+              agree_target: float | None = None, partner: np.ndarray | None = None,
+              contrastive: float = 0.0) -> tuple[list, torch.optim.Optimizer]:
     """Fit Eq. 12 for one network by mini-batch Adam (fused kernel); returns the mean loss of each
     epoch.
 
@@ -504,7 +505,13 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
     it stops when the agreement is already within ``agree_tol`` of ``agree_ref`` (the agreement
     this network had reached on its previous targets), so a warm-started network whose targets
     barely changed trains for one pass. With ``agree_target`` set, training stops after the first
-    epoch whose agreement reaches it. At most ``epochs`` epochs; labels play no part."""
+    epoch whose agreement reaches it. At most ``epochs`` epochs; labels play no part.
+
+    ``partner`` (rows x bits, NaN rows for objects without one) holds the other network's outputs
+    for this network's paired objects; with ``contrastive > 0`` each batch adds ``contrastive``
+    times the cross-modal InfoNCE loss over its paired objects (their cosine similarities to the
+    batch's partners over :data:`CONTRASTIVE_TEMPERATURE`, the true partner the class), beside
+    copying ``H`` for every object."""
     Xt = torch.as_tensor(X, dtype=torch.float32).to(device)
     Ht = torch.as_tensor(H, dtype=torch.float32).to(device)
     if optimizer is None and getattr(net, "lean", False):
@@ -516,6 +523,11 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
     history = []
     n = Xt.shape[0]
     fracs = []
+    pair_t = has_partner = None
+    if contrastive > 0 and partner is not None:
+        pair_t = torch.as_tensor(np.nan_to_num(partner), dtype=torch.float32).to(device)
+        pair_t = nn.functional.normalize(pair_t, dim=1)
+        has_partner = torch.as_tensor(~np.isnan(partner).any(axis=1)).to(device)
     net.train()
     # lean float32 nets accumulate their hidden layer's weight gradient into a kept buffer: zero it,
     # keep it (the bfloat16 path keeps its own buffers and sets the gradient afresh)
@@ -528,6 +540,8 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
             idx = perm[s : s + batch_size]
             out = net(Xt[idx])
             loss = ((out - Ht[idx]) ** 2).sum(1).mean()
+            if pair_t is not None:
+                loss = loss + contrastive * _info_nce(out, pair_t[idx], has_partner[idx])
             _zero_grads(opt, kept)
             loss.backward()
             opt.step()
@@ -549,6 +563,21 @@ def train_net(net: HashNet, X: np.ndarray, H: np.ndarray, *, epochs: int, lr: fl
             if stop:
                 break
     return history, opt
+
+
+#: the temperature of DAM's optional cross-modal contrastive term (``DMH(dam_contrastive=...)``)
+CONTRASTIVE_TEMPERATURE = 0.2
+
+
+def _info_nce(out: torch.Tensor, partners: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each paired row's true partner among the batch's partners, by cosine
+    similarity over :data:`CONTRASTIVE_TEMPERATURE` (``partners`` already unit length); zero for a
+    batch with fewer than two paired rows."""
+    if int(rows.sum()) < 2:
+        return out.new_zeros(())
+    o = nn.functional.normalize(out[rows], dim=1)
+    logits = o @ partners[rows].t() / CONTRASTIVE_TEMPERATURE
+    return nn.functional.cross_entropy(logits, torch.arange(logits.shape[0], device=logits.device))
 
 
 @torch.no_grad()

@@ -88,6 +88,14 @@ class DMH(DMHOptions, BaseHasher):
         txtNet on the shared fashion set: about 4x fewer seconds a pass). Same model, same
         saved state, results equal up to floating-point rounding. ``None``: the preset's (off in
         ``"paper"``, whose codes stay bit for bit those of before).
+    dam_contrastive : float
+        Weight of a cross-modal contrastive term in DAM (default 0: none, as in the paper): each
+        network, beside copying GBE's codes for every object it trains on, is trained to pick each
+        paired object's partner among its batch's partners by cosine similarity of its outputs
+        to the other network's (InfoNCE at temperature 0.2, the other network's outputs of its
+        last training fixed as targets; the image network's first round has no partner yet).
+        The unpaired objects still count through the codes. An option to measure (docs/quality.md),
+        not a default.
     dam_precision : {"float32", "bfloat16", "auto"}
         Precision of the hash networks' largest products in training: the first hidden layer's
         forward product and weight gradient (imgNet's 4096 x 4096 layer is most of DAM's time).
@@ -233,7 +241,8 @@ class DMH(DMHOptions, BaseHasher):
     #: options removed, at the value the fit always uses: kept in cell keys (:data:`REMOVED_OPTIONS`)
     removed_options = REMOVED_OPTIONS
     key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
-                   "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None}
+                   "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None,
+                   "dam_contrastive": 0.0}
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
@@ -246,8 +255,23 @@ class DMH(DMHOptions, BaseHasher):
                  cle_dtype=None,
                  unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
                  dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
-                 cle_gram=None):
+                 cle_gram=None, dam_contrastive=0.0):
         store_init_args(self, locals())
+
+    @staticmethod
+    def _partner_outputs(nets, m, mask, paired, X, trained):
+        """For ``dam_contrastive``: the other network's outputs for the paired objects among the
+        rows ``mask`` (NaN rows for the others), or ``None`` while that network is untrained (the
+        image network's first round)."""
+        from . import dam
+
+        other = "text" if m == "image" else "image"
+        if other not in trained:
+            return None
+        rows = paired[mask]
+        out = np.full((int(mask.sum()), nets[other].head.out_features), np.nan, dtype=np.float32)
+        out[rows] = dam.net_outputs(nets[other], X.float32(other, paired))
+        return out
 
     def _first_view(self, m, raws, X, mask, cle_dtype):
         """View ``m`` as CLE's first round sees it, per :attr:`cle_scaling_`."""
@@ -296,6 +320,7 @@ class DMH(DMHOptions, BaseHasher):
         Zs = [None, None]  # refreshed features (the inputs, standardised, in the first round)
         history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
         opts = {"image": None, "text": None}
+        trained = set()  # the networks trained so far (a contrastive partner must be one)
         agree_last = {"image": None, "text": None}  # bit agreement of each network's last epoch
         lrs = {"image": self.image_lr, "text": self.text_lr}
         H_relaxed = None
@@ -375,12 +400,15 @@ class DMH(DMHOptions, BaseHasher):
                 t1 = time.perf_counter()
                 agreement = []
                 warm_stop = self._opt("dam_stop") == "agreement" and r > 0
+                partner = self._partner_outputs(nets, m, mask, paired, X, trained) if self.dam_contrastive else None
                 losses, opts[m] = dam.train_net(
                     nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
                     agree_ref=agree_last[m], agree_target=self._opt("dam_agree_target"),
+                    partner=partner, contrastive=float(self.dam_contrastive),
                 )
+                trained.add(m)
                 if agreement:
                     agree_last[m] = agreement[-1]
                 history.setdefault(f"dam_{m}_agreement", []).append(agreement)

@@ -131,6 +131,7 @@ class DMHOptions:
         for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
                      "neighbour_pool", "chunk_size"):
             check_int(self._opt(name), name)
+        check_real(self.dam_contrastive, "dam_contrastive", low=0.0)
         if not isinstance(self._opt("cle_gram"), (bool, np.bool_)):
             raise ParameterError(f"cle_gram must be True, False or None, got {self.cle_gram!r}")
         check_int(self.dam_epochs, "dam_epochs", minimum=0)
