@@ -440,9 +440,10 @@ def leaderboard_block(peers, folder) -> str:
             "pairing (every method on the same semi-paired set) and on MAP@50."
             + (f" **{missing} of its cells are not finished**: those means are over fewer seeds (the report "
                "says which)." if missing else "")
-            + (" Fit seconds: the deep peers DJSRH, JDSH, DGCPN and UCCH ran on one H100 (`device=\"cuda\"`), "
-               "every other method on 2 shared CPU cores, one thread per fit: compare within a group." if devices
-               else " Fit seconds: one thread per fit on 2 shared CPU cores.")
+            + (" Fit seconds: one thread per fit on 2 shared CPU cores, several fits at once. Some of the deep "
+               "peers' cells (DJSRH, JDSH, DGCPN, UCCH) were fitted on one H100 (`device=\"cuda\"`; refitted on the "
+               "CPU where compared, MAP within 0.001): their seconds are left out of the column." if devices
+               else " Fit seconds: one thread per fit on 2 shared CPU cores, several fits at once.")
             + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"]) + "\n\n"
             + " ".join(line.removeprefix("- ") for line in _dmh_counts(recs)))
 
