@@ -84,9 +84,16 @@ def save_figure(fig, path, dpi: int = 120) -> Path:
     return path
 
 
+#: above this many curves a plot's legend goes beside its panels, once (inside each panel it would
+#: cover the curves and leave the panels no room)
+_LEGEND_INSIDE = 8
+
+
 def _figure(curves, xlabel, ylabel, title):
     tasks = [t for t in TASKS if curves.get(t)]
-    fig, axes = new_figure(len(tasks))
+    n_curves = max(len(curves[t]) for t in tasks)
+    outside = n_curves > _LEGEND_INSIDE
+    fig, axes = new_figure(len(tasks), width=5.0, height=4.0 + (0.12 * n_curves / 2 if outside else 0.0))
     for ax, task in zip(axes, tasks, strict=True):
         for j, (label, x, y) in enumerate(curves[task]):
             ax.plot(
@@ -96,7 +103,11 @@ def _figure(curves, xlabel, ylabel, title):
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small")
+        if not outside:
+            ax.legend(fontsize="small")
+    if outside:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right upper", fontsize="small", ncols=1 + n_curves // 20)
     return fig
 
 
