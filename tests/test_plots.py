@@ -33,3 +33,24 @@ def test_figures_are_png_files(tmp_path):
     for p in (*paths.values(), path):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_many_curves_share_one_legend_beside_the_panels(tmp_path):
+    """A run of 14 methods at two ratios (29 curves): one legend beside the panels, no layout warning."""
+    import warnings
+
+    from dmh.plots import _figure
+
+    recs = []
+    for i in range(29):
+        for r in _records():
+            recs.append({**r, "method": f"m{i:02d}"})
+    curves = mean_curves(recs, "topn", 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = _figure(curves, "N", "Precision", "8 bits")
+        save_figure(fig, tmp_path / "many.png")
+    assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
+    assert len(fig.legends[0].get_texts()) == 29
+    few = _figure(mean_curves(_records(), "topn", 8), "N", "Precision", "8 bits")
+    assert not few.legends and all(ax.get_legend() is not None for ax in few.axes)
