@@ -274,12 +274,9 @@ def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None) 
 
 # ---------------------------------------------------------------------------------------- tuning
 def _literal(text: str):
-    import ast
+    from ._literal import literal_value
 
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text  # a plain string
+    return literal_value(text)
 
 
 def parse_grid(spec: str, method: str) -> list[dict]:

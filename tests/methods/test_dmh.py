@@ -494,3 +494,20 @@ def test_dam_contrastive_option_fits_and_leaves_keys_at_zero(semi, toy_data):
     np.testing.assert_array_equal(a.encode(data.image, modality="image"), b.encode(data.image, modality="image"))
     with pytest.raises(ValueError, match="dam_contrastive"):
         DMH(dam_contrastive=-0.1).fit(semi)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_use_unpaired_false_fits_the_pairs_alone(semi, toy_data):
+    """``use_unpaired=False`` is the pairs-only training set as a parameter: the same codes as a fit
+    on the paired objects alone; out of cell keys at its default."""
+    from dmh.evaluation import full_params, pairs_only_set
+
+    assert "use_unpaired" not in full_params("dmh")
+    a = DMH(8, random_state=0, use_unpaired=False, **TINY).fit(semi)
+    b = DMH(8, random_state=0, **TINY).fit(pairs_only_set(semi))
+    for modality in ("image", "text"):
+        X = getattr(toy_data, modality)
+        np.testing.assert_array_equal(a.encode(X, modality=modality), b.encode(X, modality=modality))
+    assert a.codes_.shape[0] == semi.n_paired
+    with pytest.raises(ValueError, match="use_unpaired"):
+        DMH(use_unpaired="no").fit(semi)

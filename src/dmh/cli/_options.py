@@ -4,9 +4,9 @@ twice would enter a mean twice) and ``--param`` hyperparameters. Errors are repo
 
 from __future__ import annotations
 
-import ast
-
 import click
+
+from .._literal import literal_value
 
 __all__ = ["check_params", "float_list", "int_list", "jobs_option", "name_list", "parse_params", "paired_ratio_list",
            "refuse_blank_values", "seed_list", "split_param"]
@@ -77,7 +77,8 @@ def parse_params(items, methods) -> dict[str, dict]:
 
 def split_param(item: str, form: str = "KEY=VALUE") -> tuple[str, object]:
     """One ``--param`` item -> (key, value): the value read as a Python literal where it is one
-    (``3``, ``0.5``, ``"float32"``, ``[1, 2]``), else the plain string. A missing ``=``, an empty key
+    (``3``, ``0.5``, ``"float32"``, ``[1, 2]``; JSON's ``true``, ``false``, ``null`` too), else the
+    plain string. A missing ``=``, an empty key
     or a blank value (``gamma_scaling=``, ``gamma_scaling=' '``) is refused naming ``--param``: a
     blank string is never a hyperparameter's meaning, and passing it on reached the method's own
     check (or, for a free-form string, the fit) instead of this one line."""
@@ -89,11 +90,7 @@ def split_param(item: str, form: str = "KEY=VALUE") -> tuple[str, object]:
         raise click.BadParameter(f"{item!r} names no parameter (expects {form})", param_hint="--param")
     if not text.strip():
         raise click.BadParameter(f"the value of {key!r} must not be empty", param_hint="--param")
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        value = text  # a plain string
-    return key, value
+    return key, literal_value(text)
 
 
 #: the most --jobs accepted (dmh._workers.MAX_JOBS; not imported here, to keep the CLI's start light)

@@ -88,6 +88,10 @@ class DMH(DMHOptions, BaseHasher):
         txtNet on the shared fashion set: about 4x fewer seconds a pass). Same model, same
         saved state, results equal up to floating-point rounding. ``None``: the preset's (off in
         ``"paper"``, whose codes stay bit for bit those of before).
+    use_unpaired : bool
+        ``False``: fit on the paired objects alone, the image-only and text-only ones dropped
+        (what ``dmh evaluate --training pairs-only`` does to the data, as a parameter, so that
+        ``dmh tune`` can compare the two on held-out pairs). Default ``True``: every object.
     dam_contrastive : float
         Weight of a cross-modal contrastive term in DAM (default 0: none, as in the paper): each
         network, beside copying GBE's codes for every object it trains on, is trained to pick each
@@ -242,7 +246,7 @@ class DMH(DMHOptions, BaseHasher):
     removed_options = REMOVED_OPTIONS
     key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
                    "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None,
-                   "dam_contrastive": 0.0}
+                   "dam_contrastive": 0.0, "use_unpaired": True}
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
@@ -255,7 +259,7 @@ class DMH(DMHOptions, BaseHasher):
                  cle_dtype=None,
                  unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
                  dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
-                 cle_gram=None, dam_contrastive=0.0):
+                 cle_gram=None, dam_contrastive=0.0, use_unpaired=True):
         store_init_args(self, locals())
 
     @staticmethod
@@ -288,6 +292,8 @@ class DMH(DMHOptions, BaseHasher):
         from . import dam, gbe
 
         self._check_params()
+        if not self.use_unpaired and not data.is_fully_paired:
+            data = data.subset(np.flatnonzero(data.paired_mask), name=data.name)  # the pairs alone
         self._check_memory(data)
         device = resolve_device(self.device)
         rng = np.random.default_rng(self.random_state)

@@ -132,6 +132,8 @@ class DMHOptions:
                      "neighbour_pool", "chunk_size"):
             check_int(self._opt(name), name)
         check_real(self.dam_contrastive, "dam_contrastive", low=0.0)
+        if not isinstance(self.use_unpaired, (bool, np.bool_)):
+            raise ParameterError(f"use_unpaired must be True or False, got {self.use_unpaired!r}")
         if not isinstance(self._opt("cle_gram"), (bool, np.bool_)):
             raise ParameterError(f"cle_gram must be True, False or None, got {self.cle_gram!r}")
         check_int(self.dam_epochs, "dam_epochs", minimum=0)
