@@ -226,7 +226,8 @@ def column_base(X: torch.Tensor) -> torch.Tensor | None:
     if X.ndim != 2 or X.shape[0] < 2 or X.device.type != "cpu":
         return None
     base = X.median(dim=0).values
-    if float((X != base).float().mean()) > SPARSE_DENSITY:
+    differ = sum(int((X[s : s + 8192] != base).sum()) for s in range(0, X.shape[0], 8192))  # no n x d temporary
+    if differ > SPARSE_DENSITY * X.numel():
         return None
     return base.contiguous()
 
@@ -401,6 +402,7 @@ class HashNet(nn.Module):
         """``"float32"`` or ``"bfloat16"``: the precision of the first hidden layer's products in
         training (forward, weight gradient, the pooled channels' gradient); weights, Adam, the
         other layers and every output computed without gradients (features, codes) stay float32.
+        A network on the sparse path (:meth:`use_sparse_input`) trains in float32 either way.
         Not a parameter: the saved state is float32 either way."""
         return "float32" if self._bf16 is None else "bfloat16"
 
