@@ -273,7 +273,7 @@ def test_sparse_input_same_outputs_and_gradients_as_dense(modality, fusion_bias)
     # the state is an nn.Linear's throughout, and the plain layer comes back with the same weights
     assert sparse.state_dict()["body.0.weight"].shape == dense.body[0].weight.shape
     sparse.use_sparse_input(None)
-    assert not sparse.sparse_input and isinstance(sparse.body[0], torch.nn.Linear)
+    assert not sparse.sparse_input and type(sparse.body[0]) is torch.nn.Linear
     for (name, a), b in zip(sparse.state_dict().items(), dense.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
 
