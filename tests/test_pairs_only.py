@@ -158,3 +158,13 @@ def test_leaderboard_fit_seconds_compare_cpu_fits_where_a_row_has_them():
                          "params": {"device": device}})
     fit = {r["label"]: r["fit_seconds"] for r in leaderboard_rows(recs, "d")}
     assert fit == {"JDSH": 45.0, "UCCH": 3.0}
+
+
+def test_cpu_fits_keeps_gpu_fits_only_where_a_group_has_no_other():
+    from dmh.experiments.leaderboard import cpu_fits
+
+    recs = [{"dataset": "d", "method": "M", "paired_ratio": 1.0, "n_bits": b, "params": {"device": dev}, "i": i}
+            for i, (b, dev) in enumerate(((16, "cuda"), (16, "cpu"), (32, "cuda"), (32, "cuda")))]
+    group = ("dataset", "method", "paired_ratio", "n_bits")
+    assert [r["i"] for r in cpu_fits(recs, group=group)] == [1, 2, 3]
+    assert [r["i"] for r in cpu_fits(recs)] == [1]  # one row: its CPU fit alone

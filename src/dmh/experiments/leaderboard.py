@@ -39,15 +39,21 @@ def _on_gpu(record: dict) -> bool:
     return isinstance(params, dict) and params.get("device") == "cuda"
 
 
+def cpu_fits(records: Sequence[dict], group=("dataset", "method", "paired_ratio")) -> list[dict]:
+    """The records whose fit seconds compare: in each ``group`` (by default a leaderboard row) that
+    has fits on the CPU, those alone; the fits on a GPU (``params["device"] == "cuda"``) only where
+    the group has no other. For tables of fit seconds, so that they compare one kind of machine."""
+    has_cpu = {tuple(r.get(k) for k in group) for r in records if not _on_gpu(r)}
+    return [r for r in records if not _on_gpu(r) or tuple(r.get(k) for k in group) not in has_cpu]
+
+
 def _fit_seconds(records: Sequence[dict]) -> dict:
-    """Mean fit seconds per (dataset, method, ratio), of the CPU fits where a row has any (a row's
-    cells fitted on a GPU, ``params["device"] == "cuda"``, count only where it has no other), so
-    that the column compares fits on the same kind of machine."""
-    acc = defaultdict(lambda: ([], []))
-    for r in records:
+    """Mean fit seconds per (dataset, method, ratio), of :func:`cpu_fits`."""
+    acc = defaultdict(list)
+    for r in cpu_fits(records):
         if not r.get("grid") and r["task"] == TASKS[0] and r.get("fit_seconds") is not None:
-            acc[(r["dataset"], r["method"], float(r["paired_ratio"]))][_on_gpu(r)].append(r["fit_seconds"])
-    return {k: float(np.mean(cpu or gpu)) for k, (cpu, gpu) in acc.items()}
+            acc[(r["dataset"], r["method"], float(r["paired_ratio"]))].append(r["fit_seconds"])
+    return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
 def leaderboard_rows(records: Sequence[dict], dataset: str) -> list[dict]:
