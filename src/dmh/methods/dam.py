@@ -313,13 +313,12 @@ class _SparseFirstLayer(torch.autograd.Function):
     ``C' g`` for a sparse ``C`` (CSR products throughout)."""
 
     @staticmethod
-    def forward(ctx, x, scale, sbias, weight_t, bias, base, pooled_base, kernels):
+    def forward(ctx, x, scale, sbias, weight_t, bias, base, pooled_base, sidx, kernels):
         D = x - base
         d = D.shape[1]
         if kernels:
             PD = torch.cat([nn.functional.avg_pool1d(D[:, None, :], kernel_size=k, stride=k)[:, 0, :]
                             for k in kernels], dim=1)
-            sidx = torch.cat([torch.full((d // k,), i, dtype=torch.long) for i, k in enumerate(kernels)])
             s, sb = scale.detach()[sidx], sbias.detach()[sidx]
             a_pre = s * pooled_base + sb
             q = s * (PD + pooled_base) + sb  # where PD == 0 this is a_pre, bit for bit
@@ -327,7 +326,7 @@ class _SparseFirstLayer(torch.autograd.Function):
             S = torch.cat([D, torch.relu(q) - a], dim=1)
             A = torch.cat([base, a])
         else:
-            PD = q = a_pre = sidx = None
+            PD = q = a_pre = None
             S, A = D, base
         out = torch.sparse.mm(_csr(S), weight_t)
         out += torch.addmv(bias, weight_t.t(), A)
@@ -362,7 +361,7 @@ class _SparseFirstLayer(torch.autograd.Function):
                 ws_s = ws_s.index_add(0, cols, (CTg[k:] * Wc).sum(1))
             grad_sbias = torch.zeros(n_scales, dtype=g.dtype).index_add_(0, sidx, ws_b)
             grad_scale = torch.zeros(n_scales, dtype=g.dtype).index_add_(0, sidx, ws_s)
-        return None, grad_scale, grad_sbias, None, gs if ctx.needs_input_grad[4] else None, None, None, None
+        return None, grad_scale, grad_sbias, None, gs if ctx.needs_input_grad[4] else None, None, None, None, None
 
 
 class HashNet(nn.Module):
@@ -380,7 +379,7 @@ class HashNet(nn.Module):
         self.head = nn.Linear(width, n_bits)
         self._lean = False
         self._bf16 = None  # a _Bf16Layer for the first hidden layer when precision is "bfloat16"
-        self._sparse = None  # (base, pooled base) while training on a sparse input (use_sparse_input)
+        self._sparse = None  # (base, pooled base, pooled columns' scale): training on a sparse input
 
     @property
     def lean(self) -> bool:
@@ -449,7 +448,10 @@ class HashNet(nn.Module):
             self.body[0] = _TransposedLinear(first)
         kernels = self.fusion.kernels if self.fusion is not None else ()
         pooled = [nn.functional.avg_pool1d(base[None, None, :], kernel_size=k, stride=k)[0, 0] for k in kernels]
-        self._sparse = (base, torch.cat(pooled) if pooled else None)
+        # each pooled column's scale, once (the forward pass indexes the fusion's scales and biases by it)
+        sidx = torch.cat([torch.full((p.shape[0],), i, dtype=torch.long) for i, p in enumerate(pooled)]) \
+            if pooled else None
+        self._sparse = (base, torch.cat(pooled) if pooled else None, sidx)
 
     @property
     def sparse_input(self) -> bool:
@@ -459,11 +461,11 @@ class HashNet(nn.Module):
     def features(self, x):
         if self._sparse is not None and torch.is_grad_enabled() and not x.requires_grad:
             first = self.body[0]
-            base, pooled_base = self._sparse
+            base, pooled_base, sidx = self._sparse
             fusion = self.fusion
             kernels = fusion.kernels if fusion is not None else ()
             h = _SparseFirstLayer.apply(x, fusion.scale if kernels else None, fusion.bias if kernels else None,
-                                        first.weight_t, first.bias, base, pooled_base, kernels)
+                                        first.weight_t, first.bias, base, pooled_base, sidx, kernels)
             return self.body[1:](h)
         custom = (self._lean or self._bf16 is not None) and len(self.body) and torch.is_grad_enabled() \
             and not x.requires_grad
