@@ -443,6 +443,22 @@ def test_presets_give_gbe_its_budget_and_the_paper_keys_stay():
         DMH(16, cle_gram="yes")._check_params()
 
 
+def test_rounds_come_from_the_preset_unless_given(semi):
+    """``n_rounds=None``: the default preset alternates twice, the paper preset three times (its
+    cell keys keep 3); a given number is used as it is."""
+    from dmh.evaluation import full_params
+
+    assert full_params("dmh", {})["n_rounds"] == 2
+    assert full_params("dmh", {"preset": "paper"})["n_rounds"] == 3
+    small = {k: v for k, v in TINY.items() if k != "n_rounds"}
+    assert DMH(8, random_state=0, **small).fit(semi).n_iter_ == 2
+    fitted = DMH(8, random_state=0, preset="paper", **small).fit(semi)
+    assert fitted.n_iter_ == 3 and len(fitted.history_["cle"]) == 3
+    assert DMH(8, random_state=0, n_rounds=1, **small).fit(semi).n_iter_ == 1
+    with pytest.raises(ValueError, match="n_rounds"):
+        DMH(8, n_rounds=0)._check_params()
+
+
 def test_removed_options_keep_cell_keys_and_saved_models_load(semi, toy_data, tmp_path):
     """Options removed at the one value the fit now uses stay in cell keys at that value (finished
     results keep their keys), are no parameters any more, and a model file that names them loads."""
