@@ -459,6 +459,23 @@ def test_rounds_come_from_the_preset_unless_given(semi):
         DMH(8, n_rounds=0)._check_params()
 
 
+def test_first_round_agreement_target_applies_to_round_one_only(semi):
+    """``dam_first_target`` replaces ``dam_agree_target`` in the first round only, and stays out of
+    cell keys when left at ``None`` (results fitted before it existed keep their keys)."""
+    from dmh.evaluation import full_params
+
+    assert "dam_first_target" not in full_params("dmh", {})
+    assert full_params("dmh", {"dam_first_target": 0.9})["dam_first_target"] == 0.9
+    m = DMH(8, dam_first_target=0.5)
+    assert m._agree_target(0) == 0.5 and m._agree_target(1) == 0.995
+    assert DMH(8)._agree_target(0) == 0.995 and DMH(8, preset="paper")._agree_target(0) is None
+    small = dict(TINY, dam_epochs=6)
+    low = DMH(8, random_state=0, dam_first_target=0.0, **small).fit(semi)
+    assert [len(a) for a in low.history_["dam_image_agreement"]][0] == 1  # reached at the first pass
+    with pytest.raises(ValueError, match="dam_first_target"):
+        DMH(8, dam_first_target=1.5)._check_params()
+
+
 def test_removed_options_keep_cell_keys_and_saved_models_load(semi, toy_data, tmp_path):
     """Options removed at the one value the fit now uses stay in cell keys at that value (finished
     results keep their keys), are no parameters any more, and a model file that names them loads."""

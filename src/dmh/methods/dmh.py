@@ -82,6 +82,10 @@ class DMH(DMHOptions, BaseHasher):
         GBE's codes (on its training batches) reaches this level (``None``: no such stop; the paper
         preset's). The default preset's 0.995: the networks copy 99.5% of the codes' bits before the
         agreement rule's 0.001 a pass would stop them (docs/speed.md).
+    dam_first_target : float or None
+        The first round's agreement target (networks trained from scratch), where it should differ
+        from ``dam_agree_target``: the first round's networks only give the next round's CLE its
+        features and the next round's training its start. ``None``: ``dam_agree_target``.
     dam_lean : bool or None
         Train with cheaper kernels for the same networks: txtNet's first layer skips the gradient
         of the raw text input (only the pooled channels' is needed; autograd computed and dropped a
@@ -250,7 +254,7 @@ class DMH(DMHOptions, BaseHasher):
     removed_options = REMOVED_OPTIONS
     key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
                    "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None,
-                   "dam_contrastive": 0.0, "use_unpaired": True}
+                   "dam_contrastive": 0.0, "use_unpaired": True, "dam_first_target": None}
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=None,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
@@ -263,7 +267,7 @@ class DMH(DMHOptions, BaseHasher):
                  cle_dtype=None,
                  unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
                  dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
-                 cle_gram=None, dam_contrastive=0.0, use_unpaired=True):
+                 cle_gram=None, dam_contrastive=0.0, use_unpaired=True, dam_first_target=None):
         store_init_args(self, locals())
 
     @staticmethod
@@ -416,7 +420,7 @@ class DMH(DMHOptions, BaseHasher):
                     nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
-                    agree_ref=agree_last[m], agree_target=self._opt("dam_agree_target"),
+                    agree_ref=agree_last[m], agree_target=self._agree_target(r),
                     partner=partner, contrastive=float(self.dam_contrastive),
                 )
                 trained.add(m)

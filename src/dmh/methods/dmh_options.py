@@ -96,6 +96,13 @@ class DMHOptions:
             return lr * GBE_WARM_LR, max(1, int(round(max_iter * GBE_WARM_STEPS)))
         return lr, max_iter
 
+    def _agree_target(self, r: int):
+        """DAM's agreement target in round ``r`` (0-based): ``dam_first_target`` in the first round
+        where given, else ``dam_agree_target`` (the preset's when ``None``)."""
+        if r == 0 and getattr(self, "dam_first_target", None) is not None:
+            return self.dam_first_target
+        return self._opt("dam_agree_target")
+
     def _check_params(self):
         choices = {
             "complement": ("lle", "zero"),
@@ -140,6 +147,8 @@ class DMHOptions:
         check_real(self.dam_agree_tol, "dam_agree_tol")
         if self._opt("dam_agree_target") is not None:
             check_real(self._opt("dam_agree_target"), "dam_agree_target", low=0.0, high=1.0)
+        if self.dam_first_target is not None:
+            check_real(self.dam_first_target, "dam_first_target", low=0.0, high=1.0)
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
             check_real(self._opt(name), name)
         for name in ("image_lr", "text_lr", "gbe_lr"):
