@@ -1,7 +1,7 @@
 """Benchmark: DMH ``fit`` at paper scale on synthetic inputs of the paper's shapes.
 
 10,000 training objects, 4096-d image features (non-negative, like CNN fc7 activations), 1386-d
-binary text (MIRFLICKR tag vectors), 64 bits, the preset's outer rounds (``--rounds``), all other
+binary text (MIRFLICKR tag vectors), 64 bits, DMH's default outer rounds (``--rounds``), all other
 parameters at their defaults. Reports wall time per round and stage (CLE: neighbour search, Q, W, complement, Y-update
 by conjugate gradients, objective; GBE: building S^Y, steps; DAM: each network's epochs, feature
 refresh), and the peak resident memory of the process (and of the GPU when one is used).
@@ -216,7 +216,7 @@ def main(argv=None):
                     help="fit this dataset's training split (built-in name or data file) instead of synthetic data")
     ap.add_argument("--bits", type=int, default=64)
     ap.add_argument("--paired-ratio", type=float, default=1.0)
-    ap.add_argument("--rounds", type=int, default=None, help="outer rounds (default: the preset's)")
+    ap.add_argument("--rounds", type=int, default=None, help="outer rounds (default: DMH's)")
     ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads of the fit (DMH n_threads; default: the package's setting)")
@@ -246,6 +246,7 @@ def main(argv=None):
         if not sep or not key:
             ap.error(f"--param {item!r}: expected KEY=VALUE")
         params[key] = _value(value)
+    rounds = {} if args.rounds is None else {"n_rounds": args.rounds}
 
     import torch
 
@@ -262,7 +263,7 @@ def main(argv=None):
         ap.error(f"--bits must be between 1 and 4096, got {args.bits}")
     try:  # before the (long) work: a device that is not there, a bad --param or --out is one error line
         resolve_device(args.device)
-        DMH(args.bits, n_rounds=args.rounds, random_state=args.seed, device=args.device, n_threads=args.threads,
+        DMH(args.bits, random_state=args.seed, device=args.device, n_threads=args.threads, **rounds,
             **params)._check_params()
         if args.out:
             from dmh._atomic import check_writable
@@ -288,7 +289,7 @@ def main(argv=None):
     rss_log = []
     restore = log_stages(t0, rss_log)
     trace = trace_peaks() if args.trace_peak else None
-    model = DMH(args.bits, n_rounds=args.rounds, random_state=args.seed, device=args.device,
+    model = DMH(args.bits, random_state=args.seed, device=args.device, **rounds,
                 n_threads=args.threads, verbose=sys.stderr.isatty(), **params)
     t0 = time.perf_counter()
     try:

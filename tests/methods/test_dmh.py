@@ -443,22 +443,6 @@ def test_presets_give_gbe_its_budget_and_the_paper_keys_stay():
         DMH(16, cle_gram="yes")._check_params()
 
 
-def test_rounds_come_from_the_preset_unless_given(semi):
-    """``n_rounds=None``: the default preset alternates twice, the paper preset three times (its
-    cell keys keep 3); a given number is used as it is."""
-    from dmh.evaluation import full_params
-
-    assert full_params("dmh", {})["n_rounds"] == 2
-    assert full_params("dmh", {"preset": "paper"})["n_rounds"] == 3
-    small = {k: v for k, v in TINY.items() if k != "n_rounds"}
-    assert DMH(8, random_state=0, **small).fit(semi).n_iter_ == 2
-    fitted = DMH(8, random_state=0, preset="paper", **small).fit(semi)
-    assert fitted.n_iter_ == 3 and len(fitted.history_["cle"]) == 3
-    assert DMH(8, random_state=0, n_rounds=1, **small).fit(semi).n_iter_ == 1
-    with pytest.raises(ValueError, match="n_rounds"):
-        DMH(8, n_rounds=0)._check_params()
-
-
 def test_first_round_agreement_target_applies_to_round_one_only(semi):
     """``dam_first_target`` replaces ``dam_agree_target`` in the first round only, and stays out of
     cell keys when left at ``None`` (results fitted before it existed keep their keys)."""

@@ -15,8 +15,8 @@ from ._options import check_params, int_list, jobs_option, name_list, paired_rat
 __all__ = ["demo", "evaluate"]
 
 
-#: rounds of the demo's fits (the library default's 2; the paper preset's 3): two keep the
-#: alternation (CLE -> GBE -> DAM, then CLE on the networks' features)
+#: rounds of the demo's fits (the library default is 3): two keep the alternation (CLE -> GBE -> DAM,
+#: then CLE on the networks' features)
 DEMO_ROUNDS = 2
 #: DAM epochs per round in the demo (the library default is 10); with DEMO_ROUNDS, the demo's two
 #: fits at 16 bits take under a minute of one core's time
@@ -26,7 +26,7 @@ DEMO_DAM_EPOCHS = 5
 @click.command()
 @click.option("--bits", default="16", show_default=True, help="comma-separated code lengths")
 @click.option("--rounds", default=DEMO_ROUNDS, show_default=True, type=click.IntRange(min=1),
-              help="DMH rounds (CLE -> GBE -> DAM); DMH's default is 2")
+              help="DMH rounds (CLE -> GBE -> DAM); DMH's default is 3")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="also write results JSON here")
 def demo(bits, rounds, seed, out):
@@ -52,7 +52,7 @@ def demo(bits, rounds, seed, out):
     params = {"n_rounds": rounds, "dam_epochs": DEMO_DAM_EPOCHS}
     click.echo(f"Fitting DMH (CLE -> GBE -> DAM) at {', '.join(map(str, bit_list))} bits, 100% and 50% pairing: "
                f"{n_fits} fits, reduced to be quick: {rounds} round{'s' if rounds > 1 else ''} of "
-               f"{DEMO_DAM_EPOCHS} DAM epochs (DMH's defaults: 2 rounds of up to 10 epochs).")
+               f"{DEMO_DAM_EPOCHS} DAM epochs (DMH's defaults: 3 rounds of 10 epochs).")
     records = run_evaluation(
         data, methods=["dmh"], bits=bit_list, paired_ratios=[1.0, 0.5], seeds=[seed],
         method_params={"dmh": params}, progress=True, source="uci-digits",

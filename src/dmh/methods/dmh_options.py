@@ -22,11 +22,11 @@ PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64",
                   unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature", gamma_scaling="none",
                   gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
-                  dam_agree_target=None, n_rounds=3),
+                  dam_agree_target=None),
     "default": dict(similarity="perplexity", perplexity=30.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto",
                     unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto", gamma_scaling="none",
                     gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine", cle_gram=True,
-                    dam_agree_target=0.995, n_rounds=2),
+                    dam_agree_target=0.995),
 }
 
 #: options removed from DMH, with the one value the fit now always uses (results made before their
@@ -160,7 +160,7 @@ class DMHOptions:
         n = data.n_objects
         n_bytes = fit_memory_bytes(
             n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits_,
-            cle_bytes=self._cle_dtype(n).itemsize, refresh=self.refresh_features and self._opt("n_rounds") > 1,
+            cle_bytes=self._cle_dtype(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
             exact_gbe=self.gbe_solver == "exact" or (self.gbe_solver == "auto" and n < _approx_min_n()),
             input_bytes=data.image.itemsize, fully_paired=data.is_fully_paired,
         )
