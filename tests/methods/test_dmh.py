@@ -460,6 +460,18 @@ def test_first_round_agreement_target_applies_to_round_one_only(semi):
         DMH(8, dam_first_target=1.5)._check_params()
 
 
+def test_last_round_passes_apply_to_the_last_round_only(semi):
+    """``dam_last_epochs`` caps the last round's passes instead of ``dam_epochs`` (fixed epochs make
+    the counts exact) and stays out of cell keys when left at ``None``."""
+    from dmh.evaluation import full_params
+
+    assert "dam_last_epochs" not in full_params("dmh", {})
+    m = DMH(8, random_state=0, dam_stop="fixed", **dict(TINY, n_rounds=2, dam_epochs=2), dam_last_epochs=4).fit(semi)
+    assert [len(e) for e in m.history_["dam_image"]] == [2, 4] == [len(e) for e in m.history_["dam_text"]]
+    with pytest.raises(ValueError, match="dam_last_epochs"):
+        DMH(8, dam_last_epochs=-1)._check_params()
+
+
 def test_removed_options_keep_cell_keys_and_saved_models_load(semi, toy_data, tmp_path):
     """Options removed at the one value the fit now uses stay in cell keys at that value (finished
     results keep their keys), are no parameters any more, and a model file that names them loads."""

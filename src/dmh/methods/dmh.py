@@ -80,6 +80,10 @@ class DMH(DMHOptions, BaseHasher):
         GBE's codes (on its training batches) reaches this level (``None``: no such stop; the paper
         preset's). The default preset's 0.995: the networks copy 99.5% of the codes' bits before the
         agreement rule's 0.001 a pass would stop them (docs/speed.md).
+    dam_last_epochs : int or None
+        The most passes of the last round's networks, where they should differ from
+        ``dam_epochs``: the last round's networks are the ones that encode, the earlier rounds'
+        only give the next round its features and start. ``None``: ``dam_epochs``.
     dam_first_target : float or None
         The first round's agreement target (networks trained from scratch), where it should differ
         from ``dam_agree_target``: the first round's networks only give the next round's CLE its
@@ -252,7 +256,8 @@ class DMH(DMHOptions, BaseHasher):
     removed_options = REMOVED_OPTIONS
     key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
                    "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None,
-                   "dam_contrastive": 0.0, "use_unpaired": True, "dam_first_target": None}
+                   "dam_contrastive": 0.0, "use_unpaired": True, "dam_first_target": None,
+                   "dam_last_epochs": None}
 
     def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
                  hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
@@ -265,7 +270,8 @@ class DMH(DMHOptions, BaseHasher):
                  cle_dtype=None,
                  unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
                  dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
-                 cle_gram=None, dam_contrastive=0.0, use_unpaired=True, dam_first_target=None):
+                 cle_gram=None, dam_contrastive=0.0, use_unpaired=True, dam_first_target=None,
+                 dam_last_epochs=None):
         store_init_args(self, locals())
 
     @staticmethod
@@ -415,7 +421,8 @@ class DMH(DMHOptions, BaseHasher):
                 warm_stop = self._opt("dam_stop") == "agreement" and r > 0
                 partner = self._partner_outputs(nets, m, mask, paired, X, trained) if self.dam_contrastive else None
                 losses, opts[m] = dam.train_net(
-                    nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self.dam_epochs, lr=lrs[m],
+                    nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self._dam_epochs(r, n_rounds),
+                    lr=lrs[m],
                     batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
                     agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
                     agree_ref=agree_last[m], agree_target=self._agree_target(r),

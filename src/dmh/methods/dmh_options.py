@@ -96,6 +96,13 @@ class DMHOptions:
             return lr * GBE_WARM_LR, max(1, int(round(max_iter * GBE_WARM_STEPS)))
         return lr, max_iter
 
+    def _dam_epochs(self, r: int, n_rounds: int) -> int:
+        """DAM's most passes in round ``r`` (0-based) of ``n_rounds``: ``dam_last_epochs`` in the
+        last round where given, else ``dam_epochs``."""
+        if r == n_rounds - 1 and getattr(self, "dam_last_epochs", None) is not None:
+            return int(self.dam_last_epochs)
+        return int(self.dam_epochs)
+
     def _agree_target(self, r: int):
         """DAM's agreement target in round ``r`` (0-based): ``dam_first_target`` in the first round
         where given, else ``dam_agree_target`` (the preset's when ``None``)."""
@@ -147,6 +154,8 @@ class DMHOptions:
         check_real(self.dam_agree_tol, "dam_agree_tol")
         if self._opt("dam_agree_target") is not None:
             check_real(self._opt("dam_agree_target"), "dam_agree_target", low=0.0, high=1.0)
+        if self.dam_last_epochs is not None:
+            check_int(self.dam_last_epochs, "dam_last_epochs", minimum=0)
         if self.dam_first_target is not None:
             check_real(self.dam_first_target, "dam_first_target", low=0.0, high=1.0)
         for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
