@@ -99,14 +99,14 @@ class DMHOptions:
     def _dam_epochs(self, r: int, n_rounds: int) -> int:
         """DAM's most passes in round ``r`` (0-based) of ``n_rounds``: ``dam_last_epochs`` in the
         last round where given, else ``dam_epochs``."""
-        if r == n_rounds - 1 and getattr(self, "dam_last_epochs", None) is not None:
+        if r == n_rounds - 1 and self.dam_last_epochs is not None:
             return int(self.dam_last_epochs)
         return int(self.dam_epochs)
 
     def _agree_target(self, r: int):
         """DAM's agreement target in round ``r`` (0-based): ``dam_first_target`` in the first round
         where given, else ``dam_agree_target`` (the preset's when ``None``)."""
-        if r == 0 and getattr(self, "dam_first_target", None) is not None:
+        if r == 0 and self.dam_first_target is not None:
             return self.dam_first_target
         return self._opt("dam_agree_target")
 
