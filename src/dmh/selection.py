@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import jsonable
+from ._literal import literal_value
 from .data import CrossModalData
 from .errors import DataError, ParameterError
 
@@ -273,12 +274,6 @@ def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None) 
 
 
 # ---------------------------------------------------------------------------------------- tuning
-def _literal(text: str):
-    from ._literal import literal_value
-
-    return literal_value(text)
-
-
 def parse_grid(spec: str, method: str) -> list[dict]:
     """``'dmh.n_rounds=1,3;dmh.gamma=0.01,0.1'`` -> the list of candidate parameter dicts (the
     Cartesian product; ``method.`` prefixes are optional). An empty spec is one candidate: the
@@ -295,7 +290,7 @@ def parse_grid(spec: str, method: str) -> list[dict]:
             prefix, key = key.split(".", 1)
             if prefix.lower() != method.lower():
                 raise ParameterError(f"--grid entry {part!r} names method {prefix!r}, but --method is {method!r}")
-        vals = [_literal(v.strip()) for v in values.split(",") if v.strip()]
+        vals = [literal_value(v.strip()) for v in values.split(",") if v.strip()]
         if not vals:
             raise ParameterError(f"--grid entry {part!r} lists no values")
         if any(k == key for k, _ in axes):
