@@ -44,10 +44,11 @@ def test_an_option_added_later_leaves_the_keys_of_earlier_results_alone():
     assert "gamma_scaling" not in full_params("dmh") and "gamma_scaling" not in full_params("dmh", {"preset": "paper"})
     assert full_params("dmh", {"gamma_scaling": "none"}) == full_params("dmh")
     assert full_params("dmh", {"gamma_scaling": "bits"})["gamma_scaling"] == "bits"
-    # ridge_solver likewise: "sklearn" (every result so far) leaves keys alone, "dual" is in the key
-    assert "ridge_solver" not in full_params("dmh")
-    assert full_params("dmh", {"ridge_solver": "sklearn"}) == full_params("dmh")
-    assert full_params("dmh", {"ridge_solver": "dual"})["ridge_solver"] == "dual"
+    # ridge_solver: "sklearn" (every result before it became "dual") leaves keys alone, so those
+    # records keep theirs; the default "dual" is in the key, so they are not taken for its cells
+    assert full_params("dmh")["ridge_solver"] == "dual"
+    assert "ridge_solver" not in full_params("dmh", {"ridge_solver": "sklearn"})
+    assert full_params("dmh", {"ridge_solver": "sklearn"}) != full_params("dmh")
     cells = Path(__file__).resolve().parents[1] / "docs" / "results" / "fig4" / "cells.json"
     if cells.exists():  # a finished run made before the option: its DMH cells keep their keys
         entry = next(e for e in json.loads(cells.read_text())["cells"] if e["cell"]["method"] == "dmh")

@@ -180,11 +180,11 @@ def test_ridge_complement_dual_agrees_with_sklearn():
 def test_dmh_ridge_solver(toy_data, monkeypatch):
     semi = make_semi_paired(toy_data.train(), 0.5, random_state=0)
     params = {**TINY, "hidden_size": 64}  # refreshed features of 64-d: more than the 40 paired objects
-    a = DMH(8, random_state=0, **params).fit(semi)
+    a = DMH(8, random_state=0, ridge_solver="sklearn", **params).fit(semi)
     calls = []
     dual = unpaired.ridge_predict_dual
     monkeypatch.setattr(unpaired, "ridge_predict_dual", lambda *args: calls.append(dual(*args)) or calls[-1])
-    b = DMH(8, random_state=0, ridge_solver="dual", **params).fit(semi)
+    b = DMH(8, random_state=0, **params).fit(semi)  # "dual" is the default
     # round 1 (12-d and 9-d raw views: fewer features than pairs) falls back to RidgeCV; round 2 is dual
     assert len(calls) == 4 and [c is None for c in calls] == [True, True, False, False]
     # the same model up to rounding: the codes agree almost everywhere

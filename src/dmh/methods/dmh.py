@@ -188,13 +188,14 @@ class DMH(DMHOptions, BaseHasher):
         each round (``"ridge"``, penalty by leave-one-out error over the pairs; the default preset,
         see docs/quality.md). Fully paired data have nothing to complement: no effect there.
     ridge_solver : {"sklearn", "dual"}
-        How ``unpaired_complement="ridge"`` solves its regressions. ``"sklearn"`` (default, and what
-        every documented result ran with): scikit-learn's ``RidgeCV``. ``"dual"``: the same model
-        and penalty choice, predicted in the dual form without forming the regression's
-        coefficients (:func:`dmh.methods.unpaired.ridge_predict_dual`), where the paired objects
-        are fewer than the features (the 4,096-d refreshed features of a few thousand objects);
-        much less work (docs/speed.md), predictions equal up to rounding (~1e-12 relative), so
-        codes can differ in a few bits.
+        How ``unpaired_complement="ridge"`` solves its regressions. ``"dual"`` (default): the model
+        and penalty choice of scikit-learn's ``RidgeCV``, predicted in the dual form without forming
+        the regression's coefficients (:func:`dmh.methods.unpaired.ridge_predict_dual`) where the
+        paired objects are fewer than the features (the 4,096-d refreshed features of a few thousand
+        objects), ``RidgeCV`` elsewhere; much less work (docs/speed.md). ``"sklearn"``: ``RidgeCV``
+        always (the results written before 2026-11-28 ran with it); predictions equal to the dual
+        form's up to rounding (~1e-12 relative), so codes can differ in a few bits. No effect on
+        fully paired data.
     unpaired_dam : bool or None
         Whether the unpaired objects also train the hash networks (True: the paper); False trains
         each network on the paired objects only (the unpaired objects still shape S^Y and Y).
@@ -269,7 +270,7 @@ class DMH(DMHOptions, BaseHasher):
                  dam_stop=None, dam_agree_tol=1e-3, dam_agree_target=None, dam_lean=None, record_diagnostics=False,
                  cle_dtype=None,
                  unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
-                 dam_precision="float32", gamma_scaling=None, ridge_solver="sklearn", gbe_schedule=None,
+                 dam_precision="float32", gamma_scaling=None, ridge_solver="dual", gbe_schedule=None,
                  cle_gram=None, dam_contrastive=0.0, use_unpaired=True, dam_first_target=None,
                  dam_last_epochs=None):
         store_init_args(self, locals())
