@@ -34,6 +34,7 @@ import numpy as np
 
 #: per-round stage keys of ``DMH.history_["time"]``, in the order they run, with printed names
 STAGES = (
+    ("cle_scale", "CLE view scaling"), ("cle_ridge", "CLE ridge complement"),
     ("cle_gram", "CLE Gram matrices"), ("cle_neighbours", "CLE neighbour search"), ("cle_q", "CLE Q"),
     ("cle_w", "CLE W"),
     ("cle_complement", "CLE complement"), ("cle_y", "CLE Y-update (CG)"), ("cle_objective", "CLE objective"),

@@ -236,7 +236,8 @@ class DMH(DMHOptions, BaseHasher):
     history_ : dict
         Losses per outer round: ``"cle"`` (objective per CLE iteration), ``"gbe"`` (``(iteration,
         loss)`` pairs), ``"dam_image"`` / ``"dam_text"`` (mean loss per epoch) and ``"time"``
-        (seconds per stage). Not saved with the model.
+        (seconds per stage and round: ``"cle"``, ``"gbe"``, ``"dam"`` and their parts, e.g.
+        ``"cle_ridge"`` for the ridge complement of a semi-paired set). Not saved with the model.
     scalers_ : dict of str to (ndarray, ndarray)
         Per-modality feature mean and scale used to standardise inputs.
     cle_scaling_ : dict of str to str
@@ -366,9 +367,11 @@ class DMH(DMHOptions, BaseHasher):
                     Y = None  # the last round's Y is not read again: free it before CLE makes the next
                 Zs = [None, None]
                 given = None
+                cle_t = {"scale": time.perf_counter() - t0}
                 if self._opt("unpaired_complement") == "ridge" and self.complement == "lle" and not paired.all():
+                    t1 = time.perf_counter()
                     given = unpaired.ridge_complement(views, masks, solver=self.ridge_solver)
-                cle_t = {}
+                    cle_t["ridge"] = time.perf_counter() - t1
                 res = cle_mod.fit_cle(
                     views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
                     max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
