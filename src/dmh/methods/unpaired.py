@@ -25,8 +25,9 @@ from ..errors import ParameterError
 RIDGE_ALPHAS = tuple(10.0 ** np.arange(-3, 4))
 
 
-#: how ridge_complement solves: scikit-learn's RidgeCV (the default) or the dual form (same model,
-#: other rounding; much less work where the paired objects are fewer than the features)
+#: how ridge_complement solves: scikit-learn's RidgeCV (this function's default) or the dual form
+#: (same model, other rounding; much less work where the paired objects are fewer than the features;
+#: DMH's default)
 RIDGE_SOLVERS = ("sklearn", "dual")
 
 
