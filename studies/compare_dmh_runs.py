@@ -37,8 +37,12 @@ def main(argv=None):
     base, new = load(args.base), load(args.new)
     groups = collections.defaultdict(list)
     down = []
-    for key in sorted(set(base) & set(new)):
-        seeds = sorted(set(base[key]) & set(new[key]))
+    unmatched = 0  # (cell, seed) pairs on one side only: said, never dropped silently
+    for key in sorted(set(base) | set(new)):
+        seeds = sorted(set(base.get(key, {})) & set(new.get(key, {})))
+        unmatched += len(set(base.get(key, {})) ^ set(new.get(key, {})))
+        if not seeds:
+            continue
         b = statistics.mean(base[key][s][args.metric] for s in seeds)
         n = statistics.mean(new[key][s][args.metric] for s in seeds)
         groups[key[1:3]].append(n - b)
@@ -54,6 +58,8 @@ def main(argv=None):
               f"{max(diffs):+.4f} | {sum(d < -args.limit for d in diffs)} |")
     for line in down:
         print("*", line)
+    if unmatched:
+        print(f"({unmatched} (cell, seed) record(s) on one side only: not compared)")
 
 
 if __name__ == "__main__":
