@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
 from _readme import update_readme
 
+from dmh.experiments.outcomes import Z, field_outcome, outcome_counts_text, paired_outcome
 from dmh.records import with_top_precision
 
 TASKS = ("image->text", "text->image")
@@ -124,6 +125,24 @@ def _best_of(v, ds, names, ratio, b, task):
     return (max(cells, key=lambda name: mean(cells[name])), cells) if cells else (None, cells)
 
 
+def _field(v, ds, names, ratio, b, task, own):
+    """``own`` against every row of ``names`` at ``ratio`` in one cell: ``(FieldComparison, best)``,
+    best being the rival with the highest mean (``None`` when no rival is there)."""
+    best, cells = _best_of(v, ds, names, ratio, b, task)
+    if best is None:
+        return None, None
+    return field_outcome(own, cells), best
+
+
+def _cmp_text(own, rival) -> str:
+    """``+0.012 ± 0.004 W (5/5)``: the mean paired difference ± its standard error, the outcome's
+    letter and the seeds on which ``own`` is ahead."""
+    c = paired_outcome(own, rival)
+    ahead = sum(own[s] > rival[s] for s in set(own) & set(rival))
+    se = "" if c.se != c.se else f" ± {c.se:.3f}"  # nan with one seed
+    return f"{c.diff:+.3f}{se} {c.outcome[0].upper()} ({ahead}/{c.n})"
+
+
 def _table1_metric(m, metric) -> tuple[list[str], list[str]]:
     v = by_seed(m, metric)
     seeds, bits = seeds_bits(v)
@@ -131,44 +150,43 @@ def _table1_metric(m, metric) -> tuple[list[str], list[str]]:
     lines = [
         f"### {name}",
         "",
-        f"{name}, mean over {seeds_text(v)}; differences are paired by seed (`k/n`: seeds on which DMH is "
-        "ahead). Paper's comparison: the best baseline (of the six and CCA-ITQ) trained on all pairs. Fair "
-        "comparison: the best baseline trained on the same 50% semi-paired set as DMH (50%). Pairs only: DMH "
-        "trained on that set's pairs alone.",
+        f"{name}, mean over {seeds_text(v)}. Each difference is DMH's mean minus the other row's, paired by seed, "
+        f"± its standard error, then W (won), T (tied) or L (lost): won when it is above {Z:g} standard errors, "
+        "lost when below minus that, tied otherwise (`dmh.experiments.outcomes`), and `k/n`, the seeds on which "
+        "DMH is ahead. The table shows the best baseline (of the six and CCA-ITQ) by its mean; a cell's outcome "
+        "against every baseline (the counts below) is a win only when DMH wins against each of them, a loss when it "
+        "loses to any. Paper's comparison: baselines trained on all pairs. Fair comparison: baselines trained on the "
+        "same 50% semi-paired set as DMH (50%). Pairs only: DMH trained on that set's pairs alone.",
         "",
     ]
     summary = []
-    tot = defaultdict(int)
+    tot = {k: Counter() for k in ("100", "50_paper", "50_fair", "po")}
     for ds in datasets_of(m):
         rows = []
-        n = defaultdict(int)
+        n = {k: Counter() for k in tot}
         for b in bits:
             for task in TASKS:
                 d100, d50 = v.get((ds, "DMH", 1.0, b, task)), v.get((ds, "DMH", 0.5, b, task))
-                best100, base100 = _best_of(v, ds, BASELINES, 1.0, b, task)
+                f100, best100 = _field(v, ds, BASELINES, 1.0, b, task, d100 or {})
                 if best100 is None or d100 is None or d50 is None:
                     continue
-                g100, k100, nn = paired(d100, base100[best100])
-                g50, k50, _ = paired(d50, base100[best100])
-                n["cells"] += 1
-                n["win100"] += g100 > 0
-                n["win50_paper"] += g50 > 0
-                row = (f"| {b} | {SHORT[task]} | {best100} ({mean(base100[best100]):.3f}) | {g100:+.3f} ({k100}/{nn}) "
-                       f"| {g50:+.3f} ({k50}/{nn}) |")
-                best50, base50 = _best_of(v, ds, BASELINES, 0.5, b, task)
+                base100 = v[(ds, best100, 1.0, b, task)]
+                f50, _ = _field(v, ds, BASELINES, 1.0, b, task, d50)
+                n["100"][f100.outcome] += 1
+                n["50_paper"][f50.outcome] += 1
+                row = (f"| {b} | {SHORT[task]} | {best100} ({mean(base100):.3f}) | {_cmp_text(d100, base100)} "
+                       f"| {_cmp_text(d50, base100)} |")
+                ff, best50 = _field(v, ds, BASELINES, 0.5, b, task, d50)
                 if best50 is not None:
-                    gf, kf, nf = paired(d50, base50[best50])
-                    n["fair"] += 1
-                    n["win50_fair"] += gf > 0
-                    row += f" {best50} ({mean(base50[best50]):.3f}) | {gf:+.3f} ({kf}/{nf}) |"
+                    n["50_fair"][ff.outcome] += 1
+                    base50 = v[(ds, best50, 0.5, b, task)]
+                    row += f" {best50} ({mean(base50):.3f}) | {_cmp_text(d50, base50)} |"
                 else:
                     row += " – | – |"
                 po = v.get((ds, "DMH (pairs only)", 0.5, b, task))
                 if po is not None:
-                    gp, kp, npo = paired(d50, po)
-                    n["po"] += 1
-                    n["above_po"] += gp >= 0
-                    row += f" {mean(po):.3f} | {gp:+.3f} ({kp}/{npo}) |"
+                    n["po"][paired_outcome(d50, po).outcome] += 1
+                    row += f" {mean(po):.3f} | {_cmp_text(d50, po)} |"
                 else:
                     row += " – | – |"
                 rows.append(row)
@@ -183,35 +201,32 @@ def _table1_metric(m, metric) -> tuple[list[str], list[str]]:
             *rows,
             "",
         ]
-        text = (f"- **{title(m, ds)}**, {name}: DMH (100%) beats every baseline in {n['win100']} of {n['cells']} "
-                f"(bits, direction) cells; DMH (50%) beats every baseline trained on all pairs in {n['win50_paper']} "
-                f"of {n['cells']}")
-        if n["fair"]:
-            text += f" and every baseline trained on the same 50% set in {n['win50_fair']} of {n['fair']}"
-        if n["po"]:
-            text += f"; DMH (50%) is at or above DMH (pairs only) in {n['above_po']} of {n['po']}"
-        summary.append(text + "." + (_bits_check(v, ds) if metric == "map" else ""))
-        for k, val in n.items():
-            tot[k] += val
-    if len(datasets_of(m)) > 1 and tot["cells"]:
-        text = (f"- All datasets, {name}: DMH (100%) beats every baseline in {tot['win100']} of {tot['cells']} cells; "
-                f"DMH (50%) beats every baseline trained on all pairs in {tot['win50_paper']} of {tot['cells']}")
-        if tot["fair"]:
-            text += f" and every baseline trained on the same 50% set in {tot['win50_fair']} of {tot['fair']}"
-        if tot["po"]:
-            text += f"; DMH (50%) ≥ DMH (pairs only) in {tot['above_po']} of {tot['po']}"
-        summary.append(text + ".")
+        summary.append(_claims_text(f"**{title(m, ds)}**, {name}", n) + (_bits_check(v, ds) if metric == "map" else ""))
+        for k, c in n.items():
+            tot[k].update(c)
+    if len(datasets_of(m)) > 1 and sum(tot["100"].values()):
+        summary.append(_claims_text(f"All datasets, {name}", tot))
     if metric == "map":
-        imh = []
+        imh = Counter()
         for ds in datasets_of(m):
             for b in bits:
                 for task in TASKS:
                     a, i = v.get((ds, "DMH", 0.5, b, task)), v.get((ds, "IMH", 0.5, b, task))
                     if a and i:
-                        imh.append(paired(a, i)[0] > 0)
+                        imh[paired_outcome(a, i).outcome] += 1
         if imh:
-            summary.append(f"- DMH (50%) beats IMH (50%) in {sum(imh)} of {len(imh)} cells (all datasets, MAP).")
+            summary.append(f"- DMH (50%) against IMH (50%), all datasets, MAP: {outcome_counts_text(imh)} cells.")
     return summary, lines
+
+
+def _claims_text(head: str, n: dict) -> str:
+    text = (f"- {head}: DMH (100%) against every baseline: {outcome_counts_text(n['100'])} (bits, direction) "
+            f"cells; DMH (50%) against every baseline trained on all pairs: {outcome_counts_text(n['50_paper'])}")
+    if sum(n["50_fair"].values()):
+        text += f"; against every baseline trained on the same 50% set: {outcome_counts_text(n['50_fair'])}"
+    if sum(n["po"].values()):
+        text += f"; DMH (50%) against DMH (pairs only): {outcome_counts_text(n['po'])}"
+    return text + "."
 
 
 def _bits_check(v, ds, low: int = 32, high: int = 128) -> str:
@@ -248,7 +263,8 @@ def fig4_claims(m) -> tuple[list[str], list[str]]:
                 if not ratios or None in row["DMH"]:
                     continue
                 rho = _spearman(ratios, row["DMH"])
-                wins = [d > i for d, i in zip(row["DMH"], row["IMH"], strict=True) if i is not None]
+                vs_imh = Counter(paired_outcome(v[(ds, "DMH", r, b, task)], v[(ds, "IMH", r, b, task)]).outcome
+                                 for r in ratios if (ds, "IMH", r, b, task) in v)
                 lines.append(f"{b} bits, {SHORT[task]}: ratios " + ", ".join(f"{r:g}" for r in ratios))
                 lines.append("")
                 lines.append("| method | " + " | ".join(f"{r * 100:g}%" for r in ratios) + " |")
@@ -263,7 +279,7 @@ def fig4_claims(m) -> tuple[list[str], list[str]]:
                     f"- **{title(m, ds)}**, {b} bits, {SHORT[task]}: DMH goes from {row['DMH'][0]:.3f} at "
                     f"{ratios[0] * 100:g}% to {row['DMH'][-1]:.3f} at {ratios[-1] * 100:g}% "
                     f"({gain:+.3f}, ρ = {rho:.2f}); "
-                    f"DMH beats IMH at {sum(wins)} of {len(wins)} ratios."
+                    f"DMH against IMH: {outcome_counts_text(vs_imh)} ratios."
                 )
     return summary, lines
 
@@ -283,8 +299,9 @@ def table8_claims(m) -> tuple[list[str], list[str]]:
     lines = [
         "## Claim 4: each sub-model matters (`table8`, 50% pairing)",
         "",
-        f"DMH minus each ablation, mean over seeds {seeds} (positive: the full model is better; `k/n`: "
-        "seeds on which it is).",
+        f"DMH minus each ablation, mean over seeds {seeds}, paired by seed, ± its standard error, then W (won), "
+        f"T (tied) or L (lost) by the test of `dmh.experiments.outcomes` ({Z:g} standard errors; positive: the full "
+        "model is better; `k/n`: seeds on which it is).",
         "",
     ]
     summary = []
@@ -295,7 +312,7 @@ def table8_claims(m) -> tuple[list[str], list[str]]:
             "| bits | task | DMH | " + " | ".join(f"DMH − {x}" for x in variants) + " |",
             "|---:|---|---:|" + "---:|" * len(variants),
         ]
-        count = defaultdict(lambda: [0, 0])
+        count = defaultdict(Counter)
         for b in bits:
             for task in TASKS:
                 full = v.get((ds, "DMH", 0.5, b, task))
@@ -307,15 +324,13 @@ def table8_claims(m) -> tuple[list[str], list[str]]:
                     if other is None:
                         cells.append("–")
                         continue
-                    g, k, n = paired(full, other)
-                    count[x][0] += g > 0
-                    count[x][1] += 1
-                    cells.append(f"{g:+.3f} ({k}/{n})")
+                    count[x][paired_outcome(full, other).outcome] += 1
+                    cells.append(_cmp_text(full, other))
                 lines.append(f"| {b} | {SHORT[task]} | {mean(full):.3f} | " + " | ".join(cells) + " |")
         lines.append("")
         summary.append(
-            f"- **{title(m, ds)}**: DMH beats "
-            + "; ".join(f"{x} in {c[0]} of {c[1]} cells" for x, c in count.items())
+            f"- **{title(m, ds)}**: DMH against "
+            + "; ".join(f"{x}: {outcome_counts_text(c)} cells" for x, c in count.items())
             + "."
         )
     return summary, lines
@@ -427,7 +442,7 @@ def main(argv=None):
 def leaderboard_block(peers, folder) -> str:
     """The short "which method?" table of a peers run (fully paired), DMH's counts, and where the
     rest is (50% pairing, MAP@50, every dataset's own table)."""
-    from dmh.experiments.leaderboard import _dmh_counts, leaderboard_compact
+    from dmh.experiments.leaderboard import dmh_counts, leaderboard_compact
 
     recs = peers["records"]
     seeds = sorted({r["seed"] for r in recs})
@@ -445,7 +460,7 @@ def leaderboard_block(peers, folder) -> str:
                "CPU where compared, MAP within 0.001): their seconds are left out of the column." if devices
                else " Fit seconds: one thread per fit on 2 shared CPU cores, several fits at once.")
             + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"]) + "\n\n"
-            + " ".join(line.removeprefix("- ") for line in _dmh_counts(recs)))
+            + "\n".join(dmh_counts(recs)))
 
 
 def same_seeds(m):
@@ -523,7 +538,7 @@ def readme_block(t1, summary, args, out) -> str:
                              + " | ".join(" / ".join("–" if c is None else c for c in pair) for pair in cells) + " |")
         lines.append("")
     # the README keeps the summary over all datasets and the ablation; per dataset and per ratio: the page
-    kept = [line for line in summary if line.startswith(("- All datasets", "- DMH (50%) beats IMH"))]
+    kept = [line for line in summary if line.startswith(("- All datasets", "- DMH (50%) against IMH"))]
     lines += [f"The paper's claims on this data, over all three datasets (per dataset, Fig. 4 and the rest: "
               f"[`{out}`]({out}), `benchmarks/paper_claims.py`; DMH-paper at 50% there):", "", *kept]
     return "\n".join(lines)

@@ -115,7 +115,7 @@ def _records(values):
 
 
 def test_the_leaderboard_ranks_methods_among_those_trained_on_the_same_data():
-    from dmh.experiments.leaderboard import best_counts, leaderboard_markdown, leaderboard_rows
+    from dmh.experiments.leaderboard import field_counts, leaderboard_markdown, leaderboard_rows
 
     cells = [(16, "image->text"), (16, "text->image")]
     recs = _records({
@@ -131,16 +131,22 @@ def test_the_leaderboard_ranks_methods_among_those_trained_on_the_same_data():
     assert at100[0]["map"] == pytest.approx(0.555) and at100[0]["fit_seconds"] == 2.0
     at50 = [r for r in rows if r["paired_ratio"] == 0.5]
     assert {r["n_cells"] for r in at50} == {1} and at50[0]["label"] == "CVH"
-    assert best_counts(recs, "DMH", 1.0) == (1, 2)
-    assert best_counts(recs, "DMH", 0.5, versus=["DMH (pairs only)"]) == (1, 2)
+    # the seeds shift every row alike, so each difference has no spread: won or lost, never tied
+    counts, lost_to = field_counts(recs, "DMH", 1.0)
+    assert (counts["won"], counts["tied"], counts["lost"]) == (1, 0, 1) and lost_to == {"CVH": 1}
+    counts, _ = field_counts(recs, "DMH", 0.5, versus=["DMH (pairs only)"])
+    assert (counts["won"], counts["lost"]) == (1, 1)
     text = leaderboard_markdown(recs, {"d": "Data"})
-    assert "**Data**" in text and "| DMH | 100% pairs |" in text
-    assert "DMH (50%) is at or above DMH (pairs only) in 1 of 2 cells on MAP" in text
+    assert "**Data**" in text and "| DMH | 100% pairs | 2 |" in text
+    assert "DMH (50%) against DMH (pairs only): on MAP won 1, tied 0, lost 1 of 2 cells" in text
+    assert "DMH (100%) against every other method trained on the same data: on MAP won 1, tied 0, lost 1 of 2" in text
     from dmh.experiments.leaderboard import leaderboard_compact
 
     short = leaderboard_compact(recs, {"d": "Data"}, ["d"], ratio=1.0).splitlines()
     assert short[0] == "| method | Data MAP | Data P@10 | fit s |"
-    assert short[2] == "| DMH | 0.555 (1) | 0.550 (1) | 2.0 |" and short[3].startswith("| CVH | 0.505 (2) |")
+    # the spread: the row's per-seed means are 0.550 and 0.560 (MAP), equal (P@10)
+    assert short[2] == "| DMH | 0.555 ± 0.007 (1) | 0.550 ± 0.000 (1) | 2.0 |"
+    assert short[3].startswith("| CVH | 0.505 ± 0.007 (2) |")
     assert leaderboard_compact(recs, {}, ["d"], ratio=0.25) == ""
 
 

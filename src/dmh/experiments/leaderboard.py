@@ -1,7 +1,8 @@
 """Which method? One table per dataset that ranks every method of a comparison run (the ``peers``
-experiment) by its mean over code lengths, directions and seeds, on MAP over the whole database
-and on the top of the ranking (MAP@50, precision@10), with the mean fit time; and the count of
-(bits, direction) cells where DMH is the best of every method trained on the same data.
+experiment) by its mean over code lengths, directions and seeds, with the spread over seeds, on MAP
+over the whole database and on the top of the ranking (MAP@50, precision@10), with the mean fit
+time; and DMH's (bits, direction) cells classed as won, tied or lost against every method trained
+on the same data, by the paired test over seeds of :mod:`dmh.experiments.outcomes`.
 
 Methods are compared only with methods trained on the same data: the rows of one paired ratio.
 The tables are drawn from the records alone (``metrics.json``), so ``dmh reproduce`` writes them
@@ -10,28 +11,30 @@ into its report and :func:`leaderboard_markdown` can redraw them anywhere (the R
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..records import TASKS, method_label, with_top_precision
+from .outcomes import Z, field_outcome, outcome_counts_text
 
-__all__ = ["RANKED_METRICS", "best_counts", "leaderboard_compact", "leaderboard_markdown", "leaderboard_rows"]
+__all__ = ["RANKED_METRICS", "field_counts", "leaderboard_compact", "leaderboard_markdown", "leaderboard_rows"]
 
 #: what a method is ranked on: the whole ranking, then its top
 RANKED_METRICS = ("map", "map@50", "precision@10")
 _SHORT = {"map": "MAP", "map@50": "MAP@50", "precision@10": "P@10"}
 
 
-def _cells(records: Sequence[dict], metric: str) -> dict:
-    """``{(dataset, label, ratio): {(bits, task): mean over seeds}}`` of grid-free records."""
-    acc = defaultdict(lambda: defaultdict(list))
+def _seed_cells(records: Sequence[dict], metric: str) -> dict:
+    """``{(dataset, label, ratio): {(bits, task): {seed: value}}}`` of grid-free records."""
+    acc = defaultdict(lambda: defaultdict(dict))
     for r in records:
         if r.get("grid") or r.get(metric) is None:
             continue
-        acc[(r["dataset"], r["method"], float(r["paired_ratio"]))][(int(r["n_bits"]), r["task"])].append(r[metric])
-    return {k: {c: float(np.mean(v)) for c, v in cells.items()} for k, cells in acc.items()}
+        key = (r["dataset"], r["method"], float(r["paired_ratio"]))
+        acc[key][(int(r["n_bits"]), r["task"])][r["seed"]] = float(r[metric])
+    return {k: dict(cells) for k, cells in acc.items()}
 
 
 def _on_gpu(record: dict) -> bool:
@@ -56,13 +59,25 @@ def _fit_seconds(records: Sequence[dict]) -> dict:
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
+def _row_stats(cells: dict, shared) -> tuple[float, float | None, int]:
+    """Mean over the ``shared`` cells of each cell's mean over seeds; the sample standard deviation
+    over seeds of the row's per-seed mean (over the seeds every shared cell has; ``None`` with one);
+    the number of those seeds."""
+    mean = float(np.mean([np.mean(list(cells[c].values())) for c in shared]))
+    seeds = sorted(set.intersection(*(set(cells[c]) for c in shared)))
+    per_seed = [np.mean([cells[c][s] for c in shared]) for s in seeds]
+    return mean, (float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None), len(seeds)
+
+
 def leaderboard_rows(records: Sequence[dict], dataset: str) -> list[dict]:
     """One row per (method, paired ratio) of ``dataset``: ``label``, ``paired_ratio``, the mean of
-    each :data:`RANKED_METRICS` over its (bits, direction) cells (each a mean over seeds), the rank
-    on each among the rows of its paired ratio (1 = best), ``fit_seconds`` and ``n_cells``. Only
-    cells that every row of the ratio has are averaged, so that the means compare like with like."""
+    each :data:`RANKED_METRICS` over its (bits, direction) cells (each a mean over seeds) with its
+    spread (``sd_<metric>``: the standard deviation over seeds of the row's per-seed mean), the rank
+    on each among the rows of its paired ratio (1 = best), ``fit_seconds``, ``n_cells`` and
+    ``n_seeds``. Only cells that every row of the ratio has are averaged, so that the means compare
+    like with like."""
     records = with_top_precision([r for r in records if r.get("dataset") == dataset])
-    by_metric = {m: _cells(records, m) for m in RANKED_METRICS}
+    by_metric = {m: _seed_cells(records, m) for m in RANKED_METRICS}
     fit = _fit_seconds(records)
     keys = sorted(by_metric["map"], key=lambda k: (-k[2], k[1]))
     rows = []
@@ -73,16 +88,18 @@ def leaderboard_rows(records: Sequence[dict], dataset: str) -> list[dict]:
             shared &= set.intersection(*(set(by_metric[m].get(k, {})) for k in group))
         if not shared:
             continue
-        means = {k: {m: float(np.mean([by_metric[m][k][c] for c in shared])) for m in RANKED_METRICS} for k in group}
-        ranks = {m: _ranks([means[k][m] for k in group]) for m in RANKED_METRICS}
+        stats = {k: {m: _row_stats(by_metric[m][k], shared) for m in RANKED_METRICS} for k in group}
+        ranks = {m: _ranks([stats[k][m][0] for k in group]) for m in RANKED_METRICS}
         for i, k in enumerate(group):
             rows.append({
                 "label": k[1],
                 "paired_ratio": ratio,
-                **means[k],
+                **{m: stats[k][m][0] for m in RANKED_METRICS},
+                **{f"sd_{m}": stats[k][m][1] for m in RANKED_METRICS},
                 **{f"rank_{m}": ranks[m][i] for m in RANKED_METRICS},
                 "fit_seconds": fit.get(k),
                 "n_cells": len(shared),
+                "n_seeds": stats[k]["map"][2],
             })
     rows.sort(key=lambda r: (-r["paired_ratio"], r["rank_map"], r["label"]))
     return rows
@@ -94,27 +111,33 @@ def _ranks(values: list[float]) -> list[int]:
     return [1 + sum(o > v for o in rounded) for v in rounded]
 
 
-def best_counts(records: Sequence[dict], label: str, ratio: float, *, versus: Sequence[str] | None = None,
-                metric: str = "map") -> tuple[int, int]:
-    """``(wins, cells)``: in how many (dataset, bits, direction) cells the row ``label`` at ``ratio``
-    has the highest mean over seeds of ``metric`` among the rows of that ratio (or among ``versus``
-    only), ties counted as wins; cells where the row or no other is present are not counted."""
-    cells = _cells(with_top_precision(list(records)), metric)
-    wins = total = 0
-    datasets = sorted({k[0] for k in cells})
-    for ds in datasets:
+def _pm(mean: float, sd: float | None) -> str:
+    return f"{mean:.3f}" if sd is None else f"{mean:.3f} ± {sd:.3f}"
+
+
+def field_counts(records: Sequence[dict], label: str, ratio: float, *, versus: Sequence[str] | None = None,
+                 metric: str = "map", z: float = Z) -> tuple[Counter, Counter]:
+    """DMH-style counts for the row ``label`` at ``ratio``: ``(outcomes, lost_to)``. ``outcomes``
+    counts its (dataset, bits, direction) cells as won, tied, lost or untested against every other
+    row of that ratio (or ``versus`` only) by :func:`dmh.experiments.outcomes.field_outcome`;
+    ``lost_to`` counts, per rival, the cells it won against the row. Cells where the row or every
+    rival is absent are not counted."""
+    cells = _seed_cells(with_top_precision(list(records)), metric)
+    outcomes, lost_to = Counter(), Counter()
+    for ds in sorted({k[0] for k in cells}):
         own = cells.get((ds, label, float(ratio)))
         if not own:
             continue
-        others = [v for (d, lab, r), v in cells.items()
-                  if d == ds and r == float(ratio) and lab != label and (versus is None or lab in versus)]
-        for c, value in own.items():
-            rivals = [o[c] for o in others if c in o]
+        others = {lab: v for (d, lab, r), v in cells.items()
+                  if d == ds and r == float(ratio) and lab != label and (versus is None or lab in versus)}
+        for c, values in own.items():
+            rivals = {lab: v[c] for lab, v in others.items() if c in v}
             if not rivals:
                 continue
-            total += 1
-            wins += round(value, 4) >= round(max(rivals), 4)
-    return wins, total
+            result = field_outcome(values, rivals, z=z)
+            outcomes[result.outcome] += 1
+            lost_to.update(result.lost_to)
+    return outcomes, lost_to
 
 
 def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None = None,
@@ -129,22 +152,22 @@ def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None 
             continue
         n = rows[0]["n_cells"]
         lines += [
-            f"**{titles.get(ds, ds)}**: mean over {n} (bits, direction) cells, each a mean over seeds; "
-            "rank among the methods trained on the same data (1 = best); fit s: mean seconds of one fit "
-            "on the CPU (fits on a GPU count only for a row that has no other)",
+            f"**{titles.get(ds, ds)}**: mean over {n} (bits, direction) cells, each a mean over seeds, ± the "
+            "standard deviation over seeds of that mean; rank among the methods trained on the same data (1 = best); "
+            "fit s: mean seconds of one fit on the CPU (fits on a GPU count only for a row that has no other)",
             "",
-            "| method | trained on | MAP | rank | MAP@50 | rank | P@10 | rank | fit s |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+            "| method | trained on | seeds | MAP | rank | MAP@50 | rank | P@10 | rank | fit s |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in rows:
             fit = "–" if r["fit_seconds"] is None else f"{r['fit_seconds']:.1f}"
             lines.append(
-                f"| {method_label(r['label'])} | {r['paired_ratio']:.0%} pairs | {r['map']:.3f} | {r['rank_map']} "
-                f"| {r['map@50']:.3f} | {r['rank_map@50']} | {r['precision@10']:.3f} | {r['rank_precision@10']} "
-                f"| {fit} |"
+                f"| {method_label(r['label'])} | {r['paired_ratio']:.0%} pairs | {r['n_seeds']} "
+                + "".join(f"| {_pm(r[m], r[f'sd_{m}'])} | {r[f'rank_{m}']} " for m in RANKED_METRICS)
+                + f"| {fit} |"
             )
         lines.append("")
-    counts = _dmh_counts(records)
+    counts = dmh_counts(records)
     if counts:
         lines += counts + [""]
     return "\n".join(lines)
@@ -154,9 +177,9 @@ def leaderboard_compact(records: Sequence[dict], titles: dict[str, str] | None =
                         datasets: Sequence[str] | None = None, ratio: float = 1.0,
                         metrics: Sequence[str] = ("map", "precision@10")) -> str:
     """One table for one paired ratio: a row per method, per dataset its mean of each of
-    ``metrics`` with its rank there in parentheses, and its mean fit seconds over the datasets;
-    rows in the order of their mean rank on the first metric. The short form of
-    :func:`leaderboard_markdown` (for a README)."""
+    ``metrics`` ± its spread over seeds, with its rank there in parentheses, and its mean fit
+    seconds over the datasets; rows in the order of their mean rank on the first metric. The short
+    form of :func:`leaderboard_markdown` (for a README)."""
     titles = titles or {}
     datasets = list(datasets) if datasets is not None else list(dict.fromkeys(r["dataset"] for r in records))
     table: dict[str, dict] = {}
@@ -173,14 +196,22 @@ def leaderboard_compact(records: Sequence[dict], titles: dict[str, str] | None =
         cells = []
         for ds in datasets:
             row = table[lab].get(ds)
-            cells += ["–" if row is None else f"{row[m]:.3f} ({row[f'rank_{m}']})" for m in metrics]
+            cells += ["–" if row is None else f"{_pm(row[m], row[f'sd_{m}'])} ({row[f'rank_{m}']})" for m in metrics]
         fits = [row["fit_seconds"] for row in table[lab].values() if row["fit_seconds"] is not None]
-        lines.append(f"| {method_label(lab)} | " + " | ".join(cells) + f" | {np.mean(fits):.1f} |" if fits
-                     else f"| {method_label(lab)} | " + " | ".join(cells) + " | – |")
+        fit = f"{np.mean(fits):.1f}" if fits else "–"
+        lines.append(f"| {method_label(lab)} | " + " | ".join(cells) + f" | {fit} |")
     return "\n".join(lines)
 
 
-def _dmh_counts(records) -> list[str]:
+def _lost_to_text(lost_to: Counter) -> str:
+    if not lost_to:
+        return ""
+    return " (lost to " + ", ".join(f"{method_label(lab)} in {n}" for lab, n in lost_to.most_common()) + ")"
+
+
+def dmh_counts(records, z: float = Z) -> list[str]:
+    """DMH's cells won, tied and lost against every other method trained on the same data (DMH at
+    100% and at 50% pairing) and against DMH on the same set's pairs alone, as markdown bullets."""
     labels = {r["method"] for r in records}
     out = []
     if "DMH" not in labels:
@@ -190,15 +221,21 @@ def _dmh_counts(records) -> list[str]:
     for ratio, who in ((1.0, "DMH (100%)"), (0.5, "DMH (50%)")):
         parts = []
         for m in RANKED_METRICS[:2]:
-            w, t = best_counts(records, "DMH", ratio, versus=rivals, metric=m)
-            if t:
-                parts.append(f"{w} of {t} (dataset, bits, direction) cells on {_SHORT[m]}")
+            counts, lost_to = field_counts(records, "DMH", ratio, versus=rivals, metric=m, z=z)
+            if sum(counts.values()):
+                parts.append(f"on {_SHORT[m]} {outcome_counts_text(counts)} (dataset, bits, direction) cells"
+                             + _lost_to_text(lost_to))
         if parts:
-            out.append(f"- {who} is the best of every other method trained on the same data in " + " and ".join(parts)
-                       + ".")
+            out.append(f"- {who} against every other method trained on the same data: " + "; ".join(parts) + ".")
     if "DMH (pairs only)" in labels:
+        parts = []
         for m in RANKED_METRICS[:2]:
-            w, t = best_counts(records, "DMH", 0.5, versus=["DMH (pairs only)"], metric=m)
-            if t:
-                out.append(f"- DMH (50%) is at or above DMH (pairs only) in {w} of {t} cells on {_SHORT[m]}.")
+            counts, _ = field_counts(records, "DMH", 0.5, versus=["DMH (pairs only)"], metric=m, z=z)
+            if sum(counts.values()):
+                parts.append(f"on {_SHORT[m]} {outcome_counts_text(counts)} cells")
+        out.append("- DMH (50%) against DMH (pairs only): " + "; ".join(parts) + ".")
+    if out:
+        out.append(f"- A cell is won when DMH's mean over seeds is ahead of each rival's by more than {z:g} standard "
+                   "errors of the per-seed difference (paired by seed), lost when a rival is ahead by that much, "
+                   "tied otherwise (a tie is not a win; `dmh.experiments.outcomes`).")
     return out
