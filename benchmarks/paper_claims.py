@@ -82,13 +82,6 @@ def mean(vals: dict) -> float:
     return float(np.mean(list(vals.values())))
 
 
-def paired(a: dict, b: dict) -> tuple[float, int, int]:
-    """Mean of a - b over shared seeds, seeds where a > b, number of shared seeds."""
-    seeds = sorted(set(a) & set(b))
-    d = np.array([a[s] - b[s] for s in seeds])
-    return float(d.mean()) if d.size else float("nan"), int((d > 0).sum()), len(seeds)
-
-
 def datasets_of(metrics) -> list[str]:
     return list(metrics["datasets"])
 
@@ -516,7 +509,8 @@ def readme_block(t1, summary, args, out) -> str:
             "ten answers), from " + ", ".join(f"[`{f}/report.md`]({f}/report.md)" for f in args.table1.split(","))
             + " (`dmh reproduce table1`; per bit length there). Best baseline: the best of CVH, IMH, LSSH, STMH, "
             "CMFH, FSH and CCA-ITQ on that figure, trained on all pairs (100%) or on the same 50% semi-paired set as "
-            "DMH (50%); DMH (pairs only): DMH on that set's pairs alone."
+            "DMH (50%); DMH (pairs only): DMH on that set's pairs alone; ± the standard deviation over seeds of the "
+            "mean over bits."
             + (f" DMH-paper: `DMH(preset=\"paper\")`, from [`{args.table1_paper}`]({args.table1_paper}/report.md)."
                if t1.get("paper_rows_from") else ""),
             "",
@@ -545,24 +539,28 @@ def readme_block(t1, summary, args, out) -> str:
 
 
 def _row_cell(v, ds, label, ratio, bits, task) -> str | None:
-    """Mean over ``bits`` of a row's per-seed means, or for ``label=None`` the best baseline's (named)."""
+    """Mean over ``bits`` of a row's per-seed means ± the standard deviation over seeds of the mean
+    over bits, or for ``label=None`` the best baseline's (named)."""
     def over_bits(name):
-        vals = [mean(v[(ds, name, ratio, b, task)]) for b in bits if (ds, name, ratio, b, task) in v]
-        return float(np.mean(vals)) if len(vals) == len(bits) else None
+        cells = [v[(ds, name, ratio, b, task)] for b in bits if (ds, name, ratio, b, task) in v]
+        if len(cells) != len(bits):
+            return None
+        seeds = sorted(set.intersection(*(set(c) for c in cells)))
+        per_seed = [np.mean([c[s] for c in cells]) for s in seeds]
+        sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None
+        return float(np.mean([mean(c) for c in cells])), sd
+
+    def text(value, sd):
+        return f"{value:.3f}" if sd is None else f"{value:.3f} ± {sd:.3f}"
 
     if label is not None:
         value = over_bits(label)
-        return None if value is None else f"{value:.3f}"
+        return None if value is None else text(*value)
     means = {name: m for name in BASELINES if (m := over_bits(name)) is not None}
     if not means:
         return None
-    best = max(means, key=means.get)
-    return f"{means[best]:.3f} {best}"
-
-
-def _pm(vals: dict) -> str:
-    arr = np.array(list(vals.values()))
-    return f"{arr.mean():.3f}" if arr.size < 2 else f"{arr.mean():.3f} ± {arr.std(ddof=1):.3f}"
+    best = max(means, key=lambda name: means[name][0])
+    return f"{text(*means[best])} {best}"
 
 
 if __name__ == "__main__":
