@@ -18,8 +18,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
-
 import dmh
 from dmh._atomic import atomic_write_text
 from dmh.selection import holdout_pairs, pair_retrieval_scores
