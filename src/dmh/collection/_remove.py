@@ -12,12 +12,12 @@ What "removed" means:
   largest id ever given), and asking for it answers "no item" (404 from ``dmh serve``);
 * the whole item goes, photo and caption: an item is the unit a search returns. Dropping only the
   caption of a photo is a caption change (:func:`set_captions` with ``None``);
-* the photo file itself is not touched (it is the user's); its thumbnail is deleted once the switch
-  is made (a reader still holding the old state gets "no thumbnail" for it, as it would after
-  reloading);
-* the previous generation's folder, which still holds the removed rows, stays until the next
-  writer (add, remove, caption) deletes it, as after an add: a reader that opened that state a
-  moment ago still finds its files;
+* the photo file itself is not touched (it is the user's);
+* what a reader of the previous state may still use stays until the next writer (add, remove,
+  caption): the previous generation's folder, which holds the removed rows (as after an add), and
+  the removed items' thumbnails (a server still answering from that state a moment after the switch
+  serves them, instead of failing). No reader of the new state lists the removed items, so none
+  shows them;
 * the model is not refitted, and a bag of words keeps the vocabulary of the build: the codes of the
   other items do not change.
 
@@ -29,9 +29,12 @@ With a Milvus store (``store.json``) the codes are searched in Milvus collection
 generation. Readers keep only the items their manifest lists, so a removed item's code is left in
 Milvus until the switch and deleted right after it; a replaced caption's code is replaced there
 right after the switch too (for that moment, a text search of the new state may still rank the
-item by its old caption). What remains to do after the switch is listed in the generation's
-``pending.json``; a writer killed before finishing it leaves it to the next writer, which finishes
-it first.
+item by its old caption).
+
+What remains to do after the switch (those Milvus codes; the thumbnails) is listed in the new
+generation's ``pending.json`` before the switch. The writer updates Milvus right after its switch;
+the next writer, before anything else, does whatever is still listed and deletes the record. So a
+writer killed after its switch leaves nothing undone for good.
 """
 
 from __future__ import annotations
@@ -79,10 +82,18 @@ def remove_from_collection(path, *, ids=(), images=(), wait: float = _build.LOCK
     if not ids and not images:
         raise CollectionError("give the items to remove: ids and/or photo paths")
     refs = [("id", i) for i in ids] + [("photo", p) for p in images]
-    _precheck(path, refs, removal=True)
+
+    def plan(items, P, next_id):
+        gone = set(_resolve(path, items, next_id, refs))
+        if not any(_searchable(it) for it in items if it["id"] not in gone):
+            raise CollectionError(f"{path}: removing {_id_list(gone)} would leave no item to search; to start "
+                                  "again, build into a new folder (or dmh build --restart)")
+        return gone
+
+    _precheck(path, plan)
     with _build._writer_lock(path, wait, log):
         items, P, generation, next_id = _read_locked(path)
-        gone = set(_resolve(path, items, next_id, refs))
+        gone = plan(items, P, next_id)
         return _rewrite(path, items, P, generation, next_id, remove=gone, captions={}, log=log)
 
 
@@ -110,11 +121,14 @@ def set_captions(path, captions, *, wait: float = _build.LOCK_WAIT, log=print) -
         texts.append(caption)
     if not refs:
         raise CollectionError("give at least one item and its new caption")
-    _precheck(path, refs, removal=False)
+
+    def plan(items, P, next_id):
+        return _check_captions(path, items, P, _resolve(path, items, next_id, refs), texts)
+
+    _precheck(path, plan)
     with _build._writer_lock(path, wait, log):
         items, P, generation, next_id = _read_locked(path)
-        resolved = _resolve(path, items, next_id, refs)
-        new = _check_captions(path, items, P, resolved, texts)
+        new = plan(items, P, next_id)
         return _rewrite(path, items, P, generation, next_id, remove=set(), captions=new, log=log)
 
 
@@ -141,13 +155,18 @@ def _as_list(values, what: str) -> list:
     return [int(v) for v in out] if what == "ids" else [os.fspath(v) for v in out]
 
 
-def _precheck(path: Path, refs, *, removal: bool) -> None:
-    """Before taking the lock: a complete, writable collection, and items it holds (checked again
-    under the lock, where they count)."""
+def _searchable(item) -> bool:
+    return bool((item["image"] and not item.get("error")) or item["caption"])
+
+
+def _precheck(path: Path, plan) -> None:
+    """Before taking the lock: a complete, writable collection, and a change it accepts (``plan``
+    runs again under the lock, on the state there, which is the one that counts): a bad item is
+    refused at once, not after waiting for another writer."""
     _check_complete(path)
     check_writable(_Paths(path).manifest, "COLLECTION")
-    items, _, _, next_id = _read_current_state(path)
-    _resolve(path, items, next_id, refs)
+    items, P, _, next_id = _read_current_state(path)
+    plan(items, P, next_id)
 
 
 def _read_locked(path: Path):
@@ -240,9 +259,6 @@ def _rewrite(path: Path, items, P: _Paths, generation: int, next_id: int, *, rem
     by_id = {it["id"]: it for it in items}
     kept = [dict(it, caption=captions[it["id"]]) if it["id"] in captions else it
             for it in items if it["id"] not in remove]
-    if not any((it["image"] and not it.get("error")) or it["caption"] for it in kept):
-        raise CollectionError(f"{path}: removing {_id_list(remove)} would leave no item to search; to start "
-                              "again, build into a new folder (or dmh build --restart)")
     _clean_leftovers(path, generation)  # what killed writers left
     _checkpoint("validated")
     text_ids = np.array(sorted(i for i, t in captions.items() if t is not None), np.int64)
@@ -314,7 +330,7 @@ def _rewrite(path: Path, items, P: _Paths, generation: int, next_id: int, *, rem
     _fsync_folder(Pn.data)
     _write_manifest(P.manifest, kept, generation + 1, next_id)  # the switch
     _checkpoint("switched")
-    _finish_pending(Pn)
+    _finish_pending(Pn, thumbs=False)
     _clean_leftovers(path, generation + 1)
     if remove:
         log(f"removed {len(remove)} item(s) from {path}: {_id_list(remove)}")
@@ -356,21 +372,20 @@ def _encode_captions(P: _Paths, texts: list[str]):
     return X, np.asarray(model.encode(X, modality="text"), np.int8), spec
 
 
-def _finish_pending(P: _Paths) -> None:
+def _finish_pending(P: _Paths, *, thumbs: bool = True) -> None:
     """Do what the writer of the current generation listed in its ``pending.json`` (the module
-    docstring): delete the removed items' thumbnails, and in a Milvus store replace the codes of the
-    items it changed by those of the generation's code files. Idempotent; the record goes last."""
+    docstring): in a Milvus store, replace the codes of the items it changed by those of the
+    generation's code files; with ``thumbs`` (the next writer), delete the removed items'
+    thumbnails. Idempotent; the record goes once all is done."""
     if P.data is None:
         return
     record = P.data / PENDING_NAME
     if not record.is_file():
         return
     todo = _read_json(record, "record of pending changes")
-    thumbs, store_ids = todo.get("thumbs"), todo.get("store")
-    if not all(isinstance(v, list) and all(_is_id(i) for i in v) for v in (thumbs, store_ids)):
+    thumb_ids, store_ids = todo.get("thumbs"), todo.get("store")
+    if not all(isinstance(v, list) and all(_is_id(i) for i in v) for v in (thumb_ids, store_ids)):
         raise CollectionFileError(record, "is not a record of pending changes (damaged)")
-    for i in thumbs:
-        (P.thumbs / f"{i}.jpg").unlink(missing_ok=True)
     stores = _open_stores(P) if store_ids else None
     if stores is not None:
         from ..index import load_codes
@@ -386,5 +401,10 @@ def _finish_pending(P: _Paths) -> None:
                     store.add(codes[held], cids[held])
             finally:
                 store.close()
+    if thumb_ids and not thumbs:  # left for the next writer, which retires the state that lists them
+        if store_ids:
+            _write_json(record, {"thumbs": thumb_ids, "store": []})
+        return
+    for i in thumb_ids:
+        (P.thumbs / f"{i}.jpg").unlink(missing_ok=True)
     record.unlink()
-
