@@ -30,6 +30,7 @@ from ._files import (
     generation_folder,
 )
 from ._inputs import _scan
+from ._pending import _finish_pending
 from ._thumbs import _make_thumbnails
 
 BUILD_FORMAT_VERSION = 1
@@ -430,11 +431,10 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
 
     from ..base import load_model
     from ..index import load_codes
-    from ._remove import _finish_pending
 
     _check_complete(path)
     items, P, generation, next_id = _read_current_state(path)
-    _finish_pending(P)  # what a killed remove left to do after its switch
+    _finish_pending(P)  # what the previous remove or caption change left to do after its switch
     known = {it["image"] for it in items if it["image"]}
     new, skipped = _scan(photos, captions, known)
     if skipped:

@@ -39,7 +39,6 @@ writer killed after its switch leaves nothing undone for good.
 
 from __future__ import annotations
 
-import numbers
 import os
 from pathlib import Path
 
@@ -48,7 +47,6 @@ import numpy as np
 from .._atomic import check_writable
 from ..errors import CollectionError, CollectionFileError, UnknownItemError
 from . import _build
-from ._codes import _open_stores
 from ._files import (
     PENDING_NAME,
     _check_complete,
@@ -57,12 +55,12 @@ from ._files import (
     _load_features,
     _Paths,
     _read_current_state,
-    _read_json,
     _save_features,
     _write_json,
     _write_manifest,
     generation_folder,
 )
+from ._pending import _finish_pending, _is_id
 
 __all__ = ["remove_from_collection", "set_captions"]
 
@@ -133,10 +131,6 @@ def set_captions(path, captions, *, wait: float = _build.LOCK_WAIT, log=print) -
 
 
 # ------------------------------------------------------------------------------------ checks
-def _is_id(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _as_path(value, what: str) -> str:
     if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
         raise CollectionError(f"{what}: a photo is named by its path, got {value!r}")
@@ -370,41 +364,3 @@ def _encode_captions(P: _Paths, texts: list[str]):
         warnings.warn(f"{len(blank)} new caption(s) have none of the words of the collection's vocabulary, so no "
                       f"text search can find their items by them: {shown}", UserWarning, stacklevel=3)
     return X, np.asarray(model.encode(X, modality="text"), np.int8), spec
-
-
-def _finish_pending(P: _Paths, *, thumbs: bool = True) -> None:
-    """Do what the writer of the current generation listed in its ``pending.json`` (the module
-    docstring): in a Milvus store, replace the codes of the items it changed by those of the
-    generation's code files; with ``thumbs`` (the next writer), delete the removed items'
-    thumbnails. Idempotent; the record goes once all is done."""
-    if P.data is None:
-        return
-    record = P.data / PENDING_NAME
-    if not record.is_file():
-        return
-    todo = _read_json(record, "record of pending changes")
-    thumb_ids, store_ids = todo.get("thumbs"), todo.get("store")
-    if not all(isinstance(v, list) and all(_is_id(i) for i in v) for v in (thumb_ids, store_ids)):
-        raise CollectionFileError(record, "is not a record of pending changes (damaged)")
-    stores = _open_stores(P) if store_ids else None
-    if stores is not None:
-        from ..index import load_codes
-
-        ids = np.asarray(store_ids, np.int64)
-        for modality, target in (("image", "images"), ("text", "texts")):
-            store = stores[target]
-            try:
-                store.remove_ids(ids)
-                codes, cids = load_codes(getattr(P, f"{modality}_codes"))
-                held = np.isin(cids, ids)
-                if held.any():
-                    store.add(codes[held], cids[held])
-            finally:
-                store.close()
-    if thumb_ids and not thumbs:  # left for the next writer, which retires the state that lists them
-        if store_ids:
-            _write_json(record, {"thumbs": thumb_ids, "store": []})
-        return
-    for i in thumb_ids:
-        (P.thumbs / f"{i}.jpg").unlink(missing_ok=True)
-    record.unlink()
