@@ -12,7 +12,8 @@ What "removed" means:
   largest id ever given), and asking for it answers "no item" (404 from ``dmh serve``);
 * the whole item goes, photo and caption: an item is the unit a search returns. Dropping only the
   caption of a photo is a caption change (:func:`set_captions` with ``None``);
-* the photo file itself is not touched (it is the user's);
+* the photo file itself is not touched (it is the user's): a later add of a folder that still holds
+  it adds it again, as a new item with a new id (move or delete the file to keep it out);
 * what a reader of the previous state may still use stays until the next writer (add, remove,
   caption): the previous generation's folder, which holds the removed rows (as after an add), and
   the removed items' thumbnails (a server still answering from that state a moment after the switch
@@ -115,7 +116,7 @@ def set_captions(path, captions, *, wait: float = _build.LOCK_WAIT, log=print) -
             caption = " ".join(caption.split())
             if not caption:
                 raise CollectionError(f"the new caption of {item!r} is empty; give None to drop the caption")
-        refs.append(("id", item) if _is_id(item) else ("photo", _as_path(item, "captions")))
+        refs.append(("id", int(item)) if _is_id(item) else ("photo", _as_path(item, "captions")))
         texts.append(caption)
     if not refs:
         raise CollectionError("give at least one item and its new caption")
@@ -175,7 +176,10 @@ def _read_locked(path: Path):
 def _photo_key(photo: str) -> str:
     """A photo path as a collection records it (absolute, symbolic links resolved; the file may be
     gone)."""
-    return str(Path(os.path.expanduser(photo)).resolve())
+    try:
+        return str(Path(os.path.expanduser(photo)).resolve())
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a loop of links: no photo of the collection
+        return photo
 
 
 def _resolve(path: Path, items, next_id: int, refs) -> list[int]:
@@ -247,7 +251,6 @@ def _rewrite(path: Path, items, P: _Paths, generation: int, next_id: int, *, rem
 
     changed = sorted(remove | set(captions))
     if not changed:
-        _clean_leftovers(path, generation)
         log(f"nothing to change: the items already have those captions ({path})")
         return []
     by_id = {it["id"]: it for it in items}
