@@ -4,8 +4,8 @@
 Errors in the user's input are reported in one line naming the problem (exit code 2), never as a
 traceback. One module per group of commands: :mod:`.evaluate` (demo, evaluate), :mod:`.models`
 (fit), :mod:`.data` (info, featurize, datasets), :mod:`.search` (encode, index, search),
-:mod:`.experiments` (reproduce), :mod:`.tune` (tune), :mod:`.collection` (build, add, serve, and search on a collection
-folder); :mod:`._options` parses what they share.
+:mod:`.experiments` (reproduce), :mod:`.tune` (tune), :mod:`.collection` (build, add, remove, caption,
+serve, and search on a collection folder); :mod:`._options` parses what they share.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from ..errors import DmhError, os_error_message
 from ._options import refuse_blank_values
-from .collection import add, build, search, serve
+from .collection import add, build, caption, remove, search, serve
 from .data import datasets, featurize, info
 from .evaluate import demo, evaluate
 from .experiments import reproduce
@@ -49,8 +49,8 @@ def cli():
     pass
 
 
-for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, serve,
-                 tune):
+for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, remove,
+                 caption, serve, tune):
     refuse_blank_values(_command)
     cli.add_command(_command)
 

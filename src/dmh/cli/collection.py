@@ -6,6 +6,8 @@ collection folder (a file argument keeps the index search of :mod:`dmh.cli.searc
     dmh build PHOTOS CAPTIONS.csv -o COLLECTION [--bits 64 --method auto --image-model ...]
                [--store local|milvus[:URI]] [--ray [ADDRESS]] [--wait 600]
     dmh add COLLECTION [MORE_PHOTOS] [--captions MORE.csv] [--ray [ADDRESS]] [--wait 600]
+    dmh remove COLLECTION ID|PHOTO... [--wait 600]
+    dmh caption COLLECTION ID|PHOTO ("new caption" | --clear) [--wait 600]
     dmh search COLLECTION (--text "two dogs" | --image query.jpg | --like ID) [--k 10]
                [--target images|texts] [--format table|json|csv]
     dmh serve COLLECTION [--host 127.0.0.1 --port 8000 --max-upload-mb 10 --upload-timeout 60]
@@ -25,7 +27,7 @@ import click
 
 from .search import ray_options
 
-__all__ = ["add", "build", "search", "serve"]
+__all__ = ["add", "build", "caption", "remove", "search", "serve"]
 
 
 @contextlib.contextmanager
@@ -78,7 +80,7 @@ def _wait_option(f):
 
     return click.option(
         "--wait", type=click.FloatRange(min=0), default=LOCK_WAIT, show_default=True, metavar="SECONDS",
-        help="While another build or add holds the collection, wait this long for it (0: refuse at once).",
+        help="While another dmh run writes the collection, wait this long for it (0: refuse at once).",
     )(f)
 
 
@@ -185,6 +187,61 @@ def add(collection, photos, captions, captions_opt, batch_size, progress, wait, 
     with _warnings_to_stderr(), _ray_runtime(ray):
         add_to_collection(collection, photos, captions, batch_size=batch_size, progress=progress, log=_log, ray=ray,
                           wait=wait)
+
+
+def _item_refs(values) -> tuple[list[int], list[str]]:
+    """ITEM arguments: digits are an item id, anything else a photo path (``./12`` names a photo
+    file called 12)."""
+    ids, photos = [], []
+    for v in values:
+        if v.isascii() and v.isdigit():
+            ids.append(int(v))
+        else:
+            photos.append(v)
+    return ids, photos
+
+
+@click.command("remove")
+@click.argument("collection", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("items", nargs=-1, required=True, metavar="ID|PHOTO...")
+@_wait_option
+def remove(collection, items, wait):
+    """Remove items from a built COLLECTION, each named by its id or its photo's path.
+
+    All or nothing: an unknown id, an id already removed or a path that is no item's photo is
+    refused (naming them all) before anything is written, and an interrupted remove leaves the
+    collection as it was. The whole item goes (photo and caption); ids are never given again. A
+    running dmh serve stops answering with the removed items. The photo files are not touched.
+    """
+    from ..collection import remove_from_collection
+
+    ids, photos = _item_refs(items)
+    with _warnings_to_stderr():
+        remove_from_collection(collection, ids=ids, images=photos, wait=wait, log=_log)
+
+
+@click.command("caption")
+@click.argument("collection", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("item", metavar="ID|PHOTO")
+@click.argument("text", required=False)
+@click.option("--clear", is_flag=True, help="Drop the item's caption (it keeps its photo).")
+@_wait_option
+def caption(collection, item, text, clear, wait):
+    """Replace the caption of an item of COLLECTION (named by its id or its photo's path) by TEXT.
+
+    TEXT is featurized and encoded with the collection's own featurizer and model, as dmh add does
+    (not refitted: a bag of words reads only the words of its vocabulary). A photo without a
+    caption gets one; --clear drops the caption. All or nothing, like dmh add; a running dmh serve
+    answers with the new caption.
+    """
+    from ..collection import set_captions
+
+    if (text is None) == (not clear):
+        raise click.UsageError("give the new caption TEXT, or --clear to drop the caption" if text is None
+                               else "give TEXT or --clear, not both")
+    ids, photos = _item_refs([item])
+    with _warnings_to_stderr():
+        set_captions(collection, {(ids or photos)[0]: text}, wait=wait, log=_log)
 
 
 # ------------------------------------------------------------------------------------- search
@@ -311,7 +368,7 @@ search = _make_search()
 def serve(collection, host, port, max_upload_mb, max_k, upload_timeout):
     """Serve a search page and a JSON API for COLLECTION (pip install 'dmh[serve]').
 
-    Items added to COLLECTION while it is served (dmh add) are served without a restart.
+    Changes to COLLECTION while it is served (dmh add, remove, caption) are served without a restart.
     """
     from ..server import Limits, run
 

@@ -39,7 +39,9 @@ the manifest atomically: a reader sees the old state or the new one, and an add 
 moment leaves the old one (its rerun resumes the image features). One writer at a time: a build
 or an add holds the collection's lock; another waits (``wait`` seconds) or is refused, naming it.
 :meth:`Collection.changed` / :meth:`Collection.reload` let a long-lived reader (``dmh serve``)
-follow the switches.
+follow the switches. ``remove_from_collection`` (by item id or photo path) and ``set_captions``
+write and switch the same way, under the same lock (:mod:`dmh.collection._remove`: what a removal
+keeps and deletes); ids are never reused.
 
 ``ray=RayOptions(...)`` (:mod:`dmh.distributed`) runs the image features and the hash codes of
 ``build_collection`` / ``add_to_collection`` as Ray Data stages (a local runtime or a cluster);
@@ -53,6 +55,7 @@ from ._build import add_to_collection, build_collection
 from ._features import _image_features_chunked  # noqa: F401  (used by the tests)
 from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, _load_features, is_collection  # noqa: F401
 from ._inputs import read_captions
+from ._remove import remove_from_collection, set_captions
 from ._search import Collection, Hit, TextQuery, manifest_signature
 
 __all__ = [
@@ -66,4 +69,6 @@ __all__ = [
     "is_collection",
     "manifest_signature",
     "read_captions",
+    "remove_from_collection",
+    "set_captions",
 ]

@@ -22,7 +22,7 @@ from ._files import (
     _load_features,
     _Paths,
     _read_build_state,
-    _read_current,
+    _read_current_state,
     _read_manifest,
     _save_features,
     _write_json,
@@ -30,6 +30,7 @@ from ._files import (
     generation_folder,
 )
 from ._inputs import _scan
+from ._pending import _finish_pending
 from ._thumbs import _make_thumbnails
 
 BUILD_FORMAT_VERSION = 1
@@ -39,8 +40,9 @@ LOCK_WAIT = 600.0
 
 def _checkpoint(step: str) -> None:
     """Called as an add reaches each of its steps (``scanned``, ``features``, ``features-saved``,
-    ``codes``, ``thumbs``, ``switched``); does nothing. The tests replace it to kill the process
-    there and check that the collection survives."""
+    ``codes``, ``thumbs``, ``switched``), and a remove or caption change its own (``validated``,
+    ``features-saved``, ``codes``, ``switched``); does nothing. The tests replace it to kill the
+    process there and check that the collection survives."""
 
 
 def _settings(photos, captions, *, method, n_bits, params, image_model, text_features, vocabulary_size,
@@ -431,7 +433,8 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
     from ..index import load_codes
 
     _check_complete(path)
-    items, P, generation = _read_current(path)
+    items, P, generation, next_id = _read_current_state(path)
+    _finish_pending(P)  # what the previous remove or caption change left to do after its switch
     known = {it["image"] for it in items if it["image"]}
     new, skipped = _scan(photos, captions, known)
     if skipped:
@@ -440,7 +443,7 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
         _clean_leftovers(path, generation)
         log("nothing new to add")
         return 0
-    start = max((it["id"] for it in items), default=-1) + 1
+    start = next_id  # ids are never reused: not those of removed items either
     for i, it in enumerate(new):
         it["id"] = start + i
     model = load_model(P.model)
@@ -493,7 +496,7 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
     _make_thumbnails(P.thumbs, new, progress=progress)
     _checkpoint("thumbs")
     _fsync_folder(Pn.data)
-    _write_manifest(P.manifest, items + new, generation + 1)  # the switch
+    _write_manifest(P.manifest, items + new, generation + 1, start + len(new))  # the switch
     _checkpoint("switched")
     shutil.rmtree(work, ignore_errors=True)
     _clean_leftovers(path, generation + 1)

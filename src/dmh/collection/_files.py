@@ -8,6 +8,14 @@ that folder under ``"data"``. So a reader that reads the manifest once sees one 
 and a writer killed at any moment leaves the previous state whole. Writers hold the collection's
 lock (``.dmh-lock``); each removes what killed writers left and the generations before the
 previous one (a reader that opened the previous one a moment ago still finds its files).
+
+Item ids are never reused: a new item gets the manifest's ``next_id``, which is the largest listed
+id + 1 unless the item holding the largest id was removed. Only then does the manifest record
+``"next_id"``, as format 3 (a dmh that reads format 2 at most would give that id again, so it is
+refused in one line instead). What a remove or a caption change still has to do once its
+generation is current (delete the removed items' thumbnails, bring a Milvus store in line) is
+listed in that generation's ``pending.json`` until done: a writer killed after its switch leaves
+it to the next writer.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import numpy as np
 from .._atomic import atomic_write_text
 from ..errors import CollectionError, CollectionFileError
 
-COLLECTION_FORMAT_VERSION = 2  # the newest manifest format read; a build writes 1 (no "data" folder)
+COLLECTION_FORMAT_VERSION = 3  # the newest manifest format read; a build writes 1 (no "data" folder)
 STAGES = ("scan", "features", "fit", "codes", "thumbs")
 TARGETS = ("images", "texts")
 LOCK_NAME = ".dmh-lock"
@@ -34,6 +42,8 @@ DATA_FILES = {"features": "features.npz", "image_codes": "image_codes.npz", "tex
               "image_index": "images.dmhidx", "text_index": "texts.dmhidx"}
 _TOP_FILES = {"build": "build.json", "manifest": "manifest.json", "model": "model.npz", "thumbs": "thumbs",
               "work": "work", "store": "store.json", "lock": LOCK_NAME}
+#: in a generation's folder: what its writer still does after the switch (:mod:`._remove`)
+PENDING_NAME = "pending.json"
 _GEN_RE = re.compile(r"^gen-(\d{6})$")
 _ADD_WORK_RE = re.compile(r"^\.add-[0-9a-f]{16}$")
 
@@ -91,14 +101,22 @@ def generation_folder(generation: int) -> str:
     return f"gen-{generation:06d}"
 
 
-def _write_manifest(path: Path, items: list[dict], generation: int = 0) -> None:
+def _write_manifest(path: Path, items: list[dict], generation: int = 0, next_id: int | None = None) -> None:
     """The manifest: format 1 for generation 0 (data files at the top: what older dmh reads), format
-    2 naming the data folder otherwise. Written atomically: for an add, this is the switch."""
+    2 naming the data folder otherwise, format 3 when it must also record ``next_id`` (the largest
+    id given was removed). Written atomically: for an add or a remove, this is the switch."""
     if generation == 0:
         _write_json(path, {"format": "dmh-collection", "format_version": 1, "items": items})
+    elif next_id is not None and next_id > _listed_next_id(items):
+        _write_json(path, {"format": "dmh-collection", "format_version": 3, "generation": generation,
+                           "data": generation_folder(generation), "next_id": int(next_id), "items": items})
     else:
         _write_json(path, {"format": "dmh-collection", "format_version": 2, "generation": generation,
                            "data": generation_folder(generation), "items": items})
+
+
+def _listed_next_id(items: list[dict]) -> int:
+    return max((it["id"] for it in items), default=-1) + 1
 
 
 def _read_manifest(path: Path) -> list[dict]:
@@ -107,17 +125,27 @@ def _read_manifest(path: Path) -> list[dict]:
 
 def _read_current(root: Path) -> tuple[list[dict], _Paths, int]:
     """The collection's current state: ``(items, paths with its data folder, generation)``."""
-    items, generation = _read_manifest_state(root / _TOP_FILES["manifest"])
+    return _read_current_state(root)[:3]
+
+
+def _read_current_state(root: Path) -> tuple[list[dict], _Paths, int, int]:
+    """``(items, paths, generation, next_id)``: :func:`_read_current` and the id a new item gets."""
+    items, generation, next_id = _read_manifest_record(root / _TOP_FILES["manifest"])
     P = _Paths(root)
     if generation:
         P = _Paths(root, root / generation_folder(generation))
         if not P.data.is_dir():
             raise CollectionFileError(P.manifest, f"names the data folder {P.data.name}, which is missing "
                                       "(damaged collection)")
-    return items, P, generation
+    return items, P, generation, next_id
 
 
 def _read_manifest_state(path: Path) -> tuple[list[dict], int]:
+    return _read_manifest_record(path)[:2]
+
+
+def _read_manifest_record(path: Path) -> tuple[list[dict], int, int]:
+    """``(items, generation, next_id)`` of a manifest, validated."""
     m = _read_json(path, "collection manifest")
     if m.get("format") != "dmh-collection":
         raise CollectionFileError(path, "is not a dmh collection manifest")
@@ -145,7 +173,14 @@ def _read_manifest_state(path: Path) -> tuple[list[dict], int]:
         if it["id"] in seen:
             raise CollectionFileError(path, f"item id {it['id']} appears twice (damaged manifest)")
         seen.add(it["id"])
-    return items, generation
+    next_id = _listed_next_id(items)
+    if version >= 3:
+        recorded = m.get("next_id")
+        if not isinstance(recorded, int) or isinstance(recorded, bool) or recorded < next_id:
+            raise CollectionFileError(path, f"has no valid next_id (got {recorded!r}; the largest item id is "
+                                      f"{next_id - 1}) (damaged manifest)")
+        next_id = recorded
+    return items, generation, next_id
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -31,7 +31,8 @@ no request are closed: one that has sent no whole request head ``header_timeout`
 connecting (or after its last answer), and, when the open connections near the process's limit of
 open files (raised to its hard limit at start), the longest idle ones first.
 
-Items added while the server runs (``dmh add``) are served without a restart: each request checks
+Changes made while the server runs (``dmh add``, ``dmh remove``, ``dmh caption``) are served without
+a restart (a removed item is then in no answer and its pages are 404): each request checks
 whether the collection's manifest was replaced; if so the new state is loaded in a worker thread
 while requests go on with the old one, then one reference is swapped (:class:`LiveCollection`).
 A request uses one state from start to end, so an answer is of the old state or of the new one.
