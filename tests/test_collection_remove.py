@@ -58,7 +58,7 @@ def check_consistent(path: Path) -> list[dict]:
     """Every data file of the current generation agrees with the manifest (ids ascending, those of
     the listed items only), the indexes with the codes; listed photos have a thumbnail. Returns the
     items."""
-    from dmh.collection import _load_features
+    from dmh.collection import load_features
     from dmh.collection._search import _index_matches
     from dmh.index import HammingIndex, load_codes
 
@@ -66,7 +66,7 @@ def check_consistent(path: Path) -> list[dict]:
     ids = [it["id"] for it in items]
     assert ids == sorted(ids) and (not ids or next_id > ids[-1])
     has = {"image": lambda it: bool(it["image"]) and not it.get("error"), "text": lambda it: bool(it["caption"])}
-    _, _, feature_ids = _load_features(P.features)
+    _, _, feature_ids = load_features(P.features)
     assert feature_ids.tolist() == [it["id"] for it in items if has["image"](it) or has["text"](it)]
     for modality, holds in has.items():
         codes, cids = load_codes(getattr(P, f"{modality}_codes"))

@@ -54,7 +54,7 @@ def is_collection(path) -> bool:
     return p.is_dir() and (p / "manifest.json").is_file()
 
 
-def _read_json(path: Path, what: str) -> dict:
+def read_json(path: Path, what: str) -> dict:
     """A JSON object from a collection's own file; a damaged one is a :class:`CollectionFileError`."""
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
@@ -69,20 +69,20 @@ def _read_json(path: Path, what: str) -> dict:
     return obj
 
 
-def _read_build_state(path: Path) -> dict:
-    state = _read_json(path, "collection build record")
+def read_build_state(path: Path) -> dict:
+    state = read_json(path, "collection build record")
     if (state.get("format") != "dmh-collection-build" or not isinstance(state.get("settings"), dict)
             or not isinstance(state.get("done"), list) or not all(s in STAGES for s in state["done"])):
         raise CollectionFileError(path, "is not a dmh collection build record (damaged); rebuild with --restart")
     return state
 
 
-def _write_json(path: Path, obj) -> None:
+def write_json(path: Path, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
 @dataclass
-class _Paths:
+class Paths:
     """The files of a collection: ``root`` for the shared ones (build record, manifest, model,
     thumbnails), ``data`` (default ``root``) for those of one generation (features, codes, indexes)."""
 
@@ -101,17 +101,17 @@ def generation_folder(generation: int) -> str:
     return f"gen-{generation:06d}"
 
 
-def _write_manifest(path: Path, items: list[dict], generation: int = 0, next_id: int | None = None) -> None:
+def write_manifest(path: Path, items: list[dict], generation: int = 0, next_id: int | None = None) -> None:
     """The manifest: format 1 for generation 0 (data files at the top: what older dmh reads), format
     2 naming the data folder otherwise, format 3 when it must also record ``next_id`` (the largest
     id given was removed). Written atomically: for an add or a remove, this is the switch."""
     if generation == 0:
-        _write_json(path, {"format": "dmh-collection", "format_version": 1, "items": items})
+        write_json(path, {"format": "dmh-collection", "format_version": 1, "items": items})
     elif next_id is not None and next_id > _listed_next_id(items):
-        _write_json(path, {"format": "dmh-collection", "format_version": 3, "generation": generation,
+        write_json(path, {"format": "dmh-collection", "format_version": 3, "generation": generation,
                            "data": generation_folder(generation), "next_id": int(next_id), "items": items})
     else:
-        _write_json(path, {"format": "dmh-collection", "format_version": 2, "generation": generation,
+        write_json(path, {"format": "dmh-collection", "format_version": 2, "generation": generation,
                            "data": generation_folder(generation), "items": items})
 
 
@@ -119,21 +119,21 @@ def _listed_next_id(items: list[dict]) -> int:
     return max((it["id"] for it in items), default=-1) + 1
 
 
-def _read_manifest(path: Path) -> list[dict]:
+def read_manifest(path: Path) -> list[dict]:
     return _read_manifest_state(path)[0]
 
 
-def _read_current(root: Path) -> tuple[list[dict], _Paths, int]:
+def read_current(root: Path) -> tuple[list[dict], Paths, int]:
     """The collection's current state: ``(items, paths with its data folder, generation)``."""
     return _read_current_state(root)[:3]
 
 
-def _read_current_state(root: Path) -> tuple[list[dict], _Paths, int, int]:
-    """``(items, paths, generation, next_id)``: :func:`_read_current` and the id a new item gets."""
+def _read_current_state(root: Path) -> tuple[list[dict], Paths, int, int]:
+    """``(items, paths, generation, next_id)``: :func:`read_current` and the id a new item gets."""
     items, generation, next_id = _read_manifest_record(root / _TOP_FILES["manifest"])
-    P = _Paths(root)
+    P = Paths(root)
     if generation:
-        P = _Paths(root, root / generation_folder(generation))
+        P = Paths(root, root / generation_folder(generation))
         if not P.data.is_dir():
             raise CollectionFileError(P.manifest, f"names the data folder {P.data.name}, which is missing "
                                       "(damaged collection)")
@@ -146,7 +146,7 @@ def _read_manifest_state(path: Path) -> tuple[list[dict], int]:
 
 def _read_manifest_record(path: Path) -> tuple[list[dict], int, int]:
     """``(items, generation, next_id)`` of a manifest, validated."""
-    m = _read_json(path, "collection manifest")
+    m = read_json(path, "collection manifest")
     if m.get("format") != "dmh-collection":
         raise CollectionFileError(path, "is not a dmh collection manifest")
     version = m.get("format_version")
@@ -183,7 +183,7 @@ def _read_manifest_record(path: Path) -> tuple[list[dict], int, int]:
     return items, generation, next_id
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
     """The entries of ``folder`` (files renamed into it) on disk before the switch names it."""
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
@@ -193,7 +193,7 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def _clean_leftovers(root: Path, generation: int, keep_work: str | None = None) -> None:
+def clean_leftovers(root: Path, generation: int, keep_work: str | None = None) -> None:
     """Under the collection's lock: remove the generations a killed add left (above ``generation``)
     and those before the previous one; the data files at the top (generation 0) once they are that
     old; and the work folders of other adds (``keep_work`` is this one's)."""
@@ -210,7 +210,7 @@ def _clean_leftovers(root: Path, generation: int, keep_work: str | None = None) 
             (root / name).unlink(missing_ok=True)
 
 
-def _save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
+def save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
     from ..data import CrossModalData
     from ..featurizer_spec import FEATURIZER_KEY
     from ..io import save_data
@@ -222,7 +222,7 @@ def _save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
     save_data(data, path, extra={FEATURIZER_KEY: spec.to_json_array(), "__ids__": ids})
 
 
-def _load_features(path):
+def load_features(path):
     from ..featurizer_spec import read_featurizer_spec
     from ..io import load_data
 
@@ -232,8 +232,8 @@ def _load_features(path):
     return data, read_featurizer_spec(path), ids
 
 
-def _check_complete(path: Path) -> None:
-    P = _Paths(path)
+def check_complete(path: Path) -> None:
+    P = Paths(path)
     if not path.is_dir():
         raise CollectionError(f"collection folder not found: {path}")
     if not P.manifest.is_file():
@@ -241,7 +241,7 @@ def _check_complete(path: Path) -> None:
     if not P.build.is_file():
         raise CollectionFileError(P.build, "is missing: the collection's build record is lost; rebuild it "
                                   "with dmh build --restart")
-    state = _read_build_state(P.build)
+    state = read_build_state(P.build)
     unfinished = [s for s in STAGES[:-1] if s not in state["done"]]
     if unfinished:
         raise CollectionError(

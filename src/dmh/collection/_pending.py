@@ -9,15 +9,15 @@ import numbers
 import numpy as np
 
 from ..errors import CollectionFileError
-from ._codes import _open_stores
-from ._files import PENDING_NAME, _Paths, _read_json, _write_json
+from ._codes import open_stores
+from ._files import PENDING_NAME, Paths, read_json, write_json
 
 
 def _is_id(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _finish_pending(P: _Paths, *, thumbs: bool = True) -> None:
+def _finish_pending(P: Paths, *, thumbs: bool = True) -> None:
     """Do what the writer of the current generation listed in its ``pending.json`` (the module
     docstring): in a Milvus store, replace the codes of the items it changed by those of the
     generation's code files; with ``thumbs`` (the next writer), delete the removed items'
@@ -27,11 +27,11 @@ def _finish_pending(P: _Paths, *, thumbs: bool = True) -> None:
     record = P.data / PENDING_NAME
     if not record.is_file():
         return
-    todo = _read_json(record, "record of pending changes")
+    todo = read_json(record, "record of pending changes")
     thumb_ids, store_ids = todo.get("thumbs"), todo.get("store")
     if not all(isinstance(v, list) and all(_is_id(i) for i in v) for v in (thumb_ids, store_ids)):
         raise CollectionFileError(record, "is not a record of pending changes (damaged)")
-    stores = _open_stores(P) if store_ids else None
+    stores = open_stores(P) if store_ids else None
     if stores is not None:
         from ..index import load_codes
 
@@ -48,7 +48,7 @@ def _finish_pending(P: _Paths, *, thumbs: bool = True) -> None:
                 store.close()
     if thumb_ids and not thumbs:  # left for the next writer, which retires the state that lists them
         if store_ids:
-            _write_json(record, {"thumbs": thumb_ids, "store": []})
+            write_json(record, {"thumbs": thumb_ids, "store": []})
         return
     for i in thumb_ids:
         (P.thumbs / f"{i}.jpg").unlink(missing_ok=True)

@@ -50,15 +50,15 @@ from ..errors import CollectionError, CollectionFileError, UnknownItemError
 from . import _build
 from ._files import (
     PENDING_NAME,
-    _check_complete,
-    _clean_leftovers,
-    _fsync_folder,
-    _load_features,
-    _Paths,
+    check_complete,
+    clean_leftovers,
+    fsync_folder,
+    load_features,
+    Paths,
     _read_current_state,
-    _save_features,
-    _write_json,
-    _write_manifest,
+    save_features,
+    write_json,
+    write_manifest,
     generation_folder,
 )
 from ._pending import _finish_pending, _is_id
@@ -158,8 +158,8 @@ def _precheck(path: Path, plan) -> None:
     """Before taking the lock: a complete, writable collection, and a change it accepts (``plan``
     runs again under the lock, on the state there, which is the one that counts): a bad item is
     refused at once, not after waiting for another writer."""
-    _check_complete(path)
-    check_writable(_Paths(path).manifest, "COLLECTION")
+    check_complete(path)
+    check_writable(Paths(path).manifest, "COLLECTION")
     items, P, _, next_id = _read_current_state(path)
     plan(items, P, next_id)
 
@@ -167,7 +167,7 @@ def _precheck(path: Path, plan) -> None:
 def _read_locked(path: Path):
     """Under the lock: the current state, once what the previous writer left to do after its switch
     is done."""
-    _check_complete(path)
+    check_complete(path)
     items, P, generation, next_id = _read_current_state(path)
     _finish_pending(P)
     return items, P, generation, next_id
@@ -212,7 +212,7 @@ def _resolve(path: Path, items, next_id: int, refs) -> list[int]:
     return out
 
 
-def _check_captions(path: Path, items, P: _Paths, ids: list[int], texts: list) -> dict[int, str | None]:
+def _check_captions(path: Path, items, P: Paths, ids: list[int], texts: list) -> dict[int, str | None]:
     """``{id: new caption or None}`` of the items whose caption changes; refused when an item is
     named twice with two captions, would be left with neither photo nor caption, or the collection
     has no text featurizer."""
@@ -243,7 +243,7 @@ def _checkpoint(step: str) -> None:
     _build._checkpoint(step)  # one hook for every writer (the tests kill a writer there)
 
 
-def _rewrite(path: Path, items, P: _Paths, generation: int, next_id: int, *, remove: set, captions: dict,
+def _rewrite(path: Path, items, P: Paths, generation: int, next_id: int, *, remove: set, captions: dict,
              log) -> list[int]:
     """Under the lock: write the generation without the items ``remove`` and with the captions
     ``captions`` (``{id: text or None}``), and switch to it."""
@@ -256,18 +256,18 @@ def _rewrite(path: Path, items, P: _Paths, generation: int, next_id: int, *, rem
     by_id = {it["id"]: it for it in items}
     kept = [dict(it, caption=captions[it["id"]]) if it["id"] in captions else it
             for it in items if it["id"] not in remove]
-    _clean_leftovers(path, generation)  # what killed writers left
+    clean_leftovers(path, generation)  # what killed writers left
     _checkpoint("validated")
     text_ids = np.array(sorted(i for i, t in captions.items() if t is not None), np.int64)
     text_X, text_codes, spec = None, None, None
     if captions:
         text_X, text_codes, spec = _encode_captions(P, [captions[i] for i in text_ids.tolist()])
-    Pn = _Paths(path, path / generation_folder(generation + 1))
+    Pn = Paths(path, path / generation_folder(generation + 1))
     Pn.data.mkdir()
     listed = np.array([it["id"] for it in kept], np.int64)
 
     # features: the kept rows, the new captions' rows replaced (or added, for an item that had none)
-    data, fspec, fids = _load_features(P.features)
+    data, fspec, fids = load_features(P.features)
     keep = np.isin(fids, listed)
     fids = fids[keep]
     image, image_mask = data.image[keep].astype(np.float32), data.image_mask[keep].copy()
@@ -298,7 +298,7 @@ def _rewrite(path: Path, items, P: _Paths, generation: int, next_id: int, *, rem
         from ..base import load_model
 
         fspec = spec or load_model(P.model).featurizer_
-    _save_features(Pn.features, fspec, fids, image, text, image_mask, text_mask)
+    save_features(Pn.features, fspec, fids, image, text, image_mask, text_mask)
     del image, text
     _checkpoint("features-saved")
 
@@ -322,13 +322,13 @@ def _rewrite(path: Path, items, P: _Paths, generation: int, next_id: int, *, rem
             index.save(getattr(Pn, f"{modality}_index"))
     pending = {"thumbs": sorted(i for i in remove if by_id[i]["image"]), "store": changed if milvus else []}
     if pending["thumbs"] or pending["store"]:
-        _write_json(Pn.data / PENDING_NAME, pending)
+        write_json(Pn.data / PENDING_NAME, pending)
     _checkpoint("codes")
-    _fsync_folder(Pn.data)
-    _write_manifest(P.manifest, kept, generation + 1, next_id)  # the switch
+    fsync_folder(Pn.data)
+    write_manifest(P.manifest, kept, generation + 1, next_id)  # the switch
     _checkpoint("switched")
     _finish_pending(Pn, thumbs=False)
-    _clean_leftovers(path, generation + 1)
+    clean_leftovers(path, generation + 1)
     if remove:
         log(f"removed {len(remove)} item(s) from {path}: {_id_list(remove)}")
     if captions:
@@ -345,7 +345,7 @@ def _id_list(ids, shown: int = 20) -> str:
     return text + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
 
 
-def _encode_captions(P: _Paths, texts: list[str]):
+def _encode_captions(P: Paths, texts: list[str]):
     """Text features and codes of new captions with the stored featurizer and model."""
     import warnings
 
