@@ -278,6 +278,8 @@ def parse_grid(spec: str, method: str) -> list[dict]:
     """``'dmh.n_rounds=1,3;dmh.gamma=0.01,0.1'`` -> the list of candidate parameter dicts (the
     Cartesian product; ``method.`` prefixes are optional). An empty spec is one candidate: the
     defaults."""
+    from .registry import resolve_method
+
     axes: list[tuple[str, list]] = []
     for part in (p.strip() for p in spec.split(";")):
         if not part:
@@ -286,9 +288,9 @@ def parse_grid(spec: str, method: str) -> list[dict]:
             raise ParameterError(f"--grid entries are KEY=V1,V2,... separated by ';', got {part!r}")
         key, values = part.split("=", 1)
         key = key.strip()
-        if "." in key:
-            prefix, key = key.split(".", 1)
-            if prefix.lower() != method.lower():
+        if "." in key:  # METHOD.KEY: a parameter name has no dot (a method may: package.module:Class)
+            prefix, _, key = key.rpartition(".")
+            if prefix.lower() != method.lower() and not (":" in prefix and resolve_method(prefix) == method):
                 raise ParameterError(f"--grid entry {part!r} names method {prefix!r}, but --method is {method!r}")
         vals = [literal_value(v.strip()) for v in values.split(",") if v.strip()]
         if not vals:

@@ -8,8 +8,8 @@ import click
 
 from .._literal import literal_value
 
-__all__ = ["check_params", "float_list", "int_list", "jobs_option", "name_list", "parse_params", "paired_ratio_list",
-           "refuse_blank_values", "seed_list", "split_param"]
+__all__ = ["check_params", "float_list", "int_list", "jobs_option", "method_list", "method_of", "methods_help",
+           "name_list", "parse_params", "paired_ratio_list", "refuse_blank_values", "seed_list", "split_param"]
 
 
 def _number_list(text: str, what: str, kind, kind_name: str) -> list:
@@ -50,13 +50,48 @@ def seed_list(text: str, what: str = "--seeds") -> list[int]:
 
 
 def name_list(text: str, what: str) -> list[str]:
-    """Comma-separated names (lower-cased), each once."""
+    """Comma-separated names (lower-cased, but a class path ``package.module:Class``), each once."""
     from .._validation import check_unique
 
-    out = [t.strip().lower() for t in text.split(",") if t.strip()]
+    out = [t.strip() if ":" in t else t.strip().lower() for t in text.split(",") if t.strip()]
     if not out:
         raise click.BadParameter(f"{what} is empty")
     return check_unique(out, what)
+
+
+def methods_help(what: str) -> str:
+    """Help text of a method option: ``what``, then every method the registry knows."""
+    from ..registry import method_names
+
+    return f"{what}: {', '.join(method_names())}, or a class of your own as package.module:Class"
+
+
+def method_list(text: str, what: str = "--method") -> list[str]:
+    """Comma-separated methods, each once: registered names (any case) or classes as
+    ``package.module:Class``, each as results name it (:func:`dmh.registry.resolve_method`)."""
+    from .._validation import check_unique
+    from ..registry import resolve_method
+
+    out = [resolve_method(t) for t in text.split(",") if t.strip()]
+    if not out:
+        raise click.BadParameter(f"{what} is empty")
+    return check_unique(out, what)
+
+
+def method_of(key: str, methods) -> tuple[str | None, str]:
+    """``METHOD.KEY`` -> (the method of ``methods`` it names, KEY); ``KEY`` -> (None, KEY). A
+    parameter name has no dot, so the method is everything before the last one (a class path
+    ``package.module:Class`` included); a registered name matches in any case."""
+    from ..registry import resolve_method
+
+    prefix, dot, name = key.rpartition(".")
+    if not dot:
+        return None, key
+    for m in methods:
+        if prefix == m or prefix.lower() == m or (":" in prefix and resolve_method(prefix) == m):
+            return m, name
+    raise click.BadParameter(f"{key!r} names method {prefix!r}, which is not being run ({', '.join(methods)})",
+                             param_hint="--param")
 
 
 def parse_params(items, methods) -> dict[str, dict]:
@@ -64,14 +99,9 @@ def parse_params(items, methods) -> dict[str, dict]:
     out: dict[str, dict] = {m: {} for m in methods}
     for item in items:
         key, value = split_param(item, "KEY=VALUE or METHOD.KEY=VALUE")
-        targets = methods
-        if "." in key:
-            m, key = key.split(".", 1)
-            if m not in methods:
-                raise click.BadParameter(f"--param {item!r} names method {m!r}, which is not being run")
-            targets = [m]
-        for m in targets:
-            out[m][key] = value
+        m, key = method_of(key, methods)
+        for target in methods if m is None else [m]:
+            out[target][key] = value
     return out
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import click
 
+from ._options import methods_help
 from .search import ray_options
 
 __all__ = ["add", "build", "search", "serve"]
@@ -89,8 +90,8 @@ def _wait_option(f):
               help="Collection folder to create (or resume).")
 @click.option("--bits", default=64, show_default=True, type=int, help="Code length (a multiple of 8).")
 @click.option("--method", default="auto", show_default=True,
-              help="Hashing method (dmh, cca-itq, fsh, ...), or auto: the best of --candidates on the "
-              "collection's own held-out captioned photos (no labels).")
+              help=methods_help("Hashing method") + "; or auto: the best of --candidates on the collection's own "
+              "held-out captioned photos (no labels).")
 @click.option("--candidates", default=None, metavar="M1,M2,...",
               help="With --method auto: the methods compared [default: dmh,cca-itq,fsh,spdh].")
 @click.option("--param", "params", multiple=True,

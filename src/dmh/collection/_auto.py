@@ -36,7 +36,7 @@ def check_candidates(candidates, params, n_bits: int) -> tuple[list[str], dict]:
 
     if isinstance(candidates, str):
         candidates = [c for c in candidates.split(",") if c.strip()]
-    names = [str(c).strip().lower() for c in candidates]
+    names = [str(c).strip() if ":" in str(c) else str(c).strip().lower() for c in candidates]
     if not names:
         raise CollectionError("--candidates is empty: name at least one method")
     for name in names:

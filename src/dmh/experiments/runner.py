@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .._atomic import atomic_write_text, check_writable, exclusive_lock
 from .._json import jsonable as _jsonable
+from .._keys import stored_key
 from ..errors import DataError, DmhError, OutputError, ParameterError, ResultsFileError
 from ..evaluation import (
     KEY_FIELDS,
@@ -219,11 +220,10 @@ def check_cells(payload, path) -> dict:
         if problem:
             raise ResultsFileError(path, f"cell {i} {problem}; delete the file to start over")
         cell = entry["cell"]
-        key = normalize_key(entry["key"])
-        own_key = all(k in cell for k in KEY_FIELDS) and cell_key(cell) == key
-        if own_key:
+        key = stored_key(entry["key"], cell_key(cell) if all(k in cell for k in KEY_FIELDS) else None)
+        if key in (entry["key"], normalize_key(entry["key"])):
             entry["key"] = key
-        out[key if own_key else f"stale:{entry['key']}"] = entry
+        out[key] = entry
     return out
 
 
