@@ -65,6 +65,7 @@ def main(argv=None) -> int:
     else is caught: any other exception is a bug of dmh and keeps its traceback.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    _import_from_here()
     try:
         rv = cli.main(args=args, prog_name="dmh", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
@@ -90,6 +91,17 @@ def main(argv=None) -> int:
         return _fail(message)
     except MemoryError as exc:
         return _fail(f"out of memory ({exc or 'an allocation failed'}); use smaller sizes or fewer objects")
+
+
+def _import_from_here() -> None:
+    """A method given as ``package.module:Class`` is found in the current folder too, as ``python -m``
+    would find it (the ``dmh`` script's own folder is the first entry of its path, not the current
+    one); appended, so that it never hides an installed package."""
+    import os
+
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.append(here)
 
 
 def _fail(message: str) -> int:
