@@ -402,7 +402,8 @@ def test_report_only_fits_nothing_and_says_what_is_missing(toy_file, tmp_path, c
     assert main([*base, "--report-only", "--out", str(tmp_path / "none")]) == 2
     assert "none of the plan's 4 cell(s) is finished" in capsys.readouterr().err
     assert main([*base, "--report-only", "--shard", "1/2", "--out", str(tmp_path / "none")]) == 2
-    assert "takes no --shard" in capsys.readouterr().err and not (tmp_path / "none").exists()
+    assert "--report-only writes the report of the whole plan: give it no shard" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
     part = tmp_path / "part"
     assert main([*base, "--shard", "1/2", "--out", str(part)]) == 0
     n_part = len(load_cells(part))
@@ -494,7 +495,7 @@ def test_quick_fig6_records_the_loss_histories(toy_file, tmp_path, count_fits):
     [
         (["reproduce", "table9"], "unknown experiment 'table9'"),
         (["reproduce"], "missing NAME"),
-        (["reproduce", "table1"], "pass --data DIR"),
+        (["reproduce", "table1"], "--data is needed: dataset 'wiki' reads wiki/wiki_data.mat"),
         (["reproduce", "table1", "--data", "{tmp}/nope"], "does not exist"),
         (["reproduce", "table1", "--data", "{tmp}"], "wiki_data.mat not found"),
         (["reproduce", "table1", "--datasets", "imagenet"], "knows no dataset 'imagenet'"),

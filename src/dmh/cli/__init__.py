@@ -15,13 +15,13 @@ import sys
 import click
 
 from ..errors import DmhError, os_error_message
-from ._options import refuse_blank_values
-from .collection import add, build, search, serve
+from ._options import refuse_blank_values, word_flags
+from .collection import add, build, serve
 from .data import datasets, featurize, info
 from .evaluate import demo, evaluate
 from .experiments import reproduce
 from .models import fit
-from .search import encode, index
+from .search import encode, index, search
 from .tune import tune
 
 __all__ = ["cli", "main"]
@@ -52,6 +52,7 @@ def cli():
 for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, serve,
                  tune):
     refuse_blank_values(_command)
+    word_flags(_command)
     cli.add_command(_command)
 
 

@@ -38,31 +38,31 @@ def check_candidates(candidates, params, n_bits: int) -> tuple[list[str], dict]:
         candidates = [c for c in candidates.split(",") if c.strip()]
     names = [str(c).strip() if ":" in str(c) else str(c).strip().lower() for c in candidates]
     if not names:
-        raise CollectionError("--candidates is empty: name at least one method")
+        raise CollectionError("candidates is empty: name at least one method")
     for name in names:
         if name == "auto":
-            raise CollectionError("--candidates lists auto; name the methods to compare (dmh, cca-itq, ...)")
+            raise CollectionError("candidates lists auto; name the methods to compare (dmh, cca-itq, ...)")
         try:
             get_method_class(name)
         except KeyError as exc:
-            raise CollectionError(f"--candidates: {exc.args[0]}") from None
+            raise CollectionError(f"candidates: {exc.args[0]}") from None
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise CollectionError(f"--candidates names {', '.join(twice)} twice")
+        raise CollectionError(f"candidates names {', '.join(twice)} twice")
     params = dict(params or {})
     stray = sorted(set(params) - set(names))
     if stray or not all(isinstance(v, dict) for v in params.values()):
-        raise CollectionError(f"with --method auto, --param names its candidate (METHOD.KEY=VALUE, METHOD one of "
+        raise CollectionError(f"params of method auto name their candidate (METHOD.KEY=VALUE, METHOD one of "
                               f"{', '.join(names)}); got {', '.join(stray) or 'a parameter without a method'}")
     for name in names:
         given = params.get(name, {})
-        for key, option in (("n_bits", "--bits"), ("random_state", "--seed")):
+        for key, argument in (("n_bits", "n_bits"), ("random_state", "seed")):
             if key in given:
-                raise CollectionError(f"--param {name}.{key} is set by the command itself; use {option}")
+                raise CollectionError(f"params: {name}.{key} is the build's own {argument} argument")
         try:
             check_method_params(name, given, [n_bits])
         except ParameterError as exc:
-            raise CollectionError(f"--param: {exc}") from None
+            raise CollectionError(f"params: {exc}") from None
     return names, {n: dict(params[n]) for n in names if params.get(n)}
 
 

@@ -51,25 +51,25 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
     if photos is None and captions is None:
         raise CollectionError("give a photos folder, a captions file, or both")
     if image_model not in IMAGE_MODELS:
-        raise CollectionError(f"--image-model must be one of {IMAGE_MODELS}, got {image_model!r}")
+        raise CollectionError(f"image_model must be one of {IMAGE_MODELS}, got {image_model!r}")
     if text_features not in ("bow", "minilm"):
-        raise CollectionError(f"--text-features must be bow or minilm, got {text_features!r}")
+        raise CollectionError(f"text_features must be bow or minilm, got {text_features!r}")
     auto = method == "auto"
     if not auto:
         if candidates is not None:
-            raise CollectionError("--candidates applies to --method auto")
+            raise CollectionError("candidates apply to method='auto' only")
         try:
             get_method_class(method)
         except KeyError as exc:
             raise CollectionError(f"{exc.args[0]}, or auto") from None
     if n_bits < 8 or n_bits % 8 or n_bits > 4096:
-        raise CollectionError(f"--bits must be a positive multiple of 8 (codes are indexed packed) up to 4096, "
+        raise CollectionError(f"n_bits must be a positive multiple of 8 (codes are indexed packed) up to 4096, "
                               f"got {n_bits}")
     if fit_max < 2:
-        raise CollectionError(f"--fit-max must be at least 2, got {fit_max}")
+        raise CollectionError(f"fit_max must be at least 2, got {fit_max}")
     from .._validation import check_seed
 
-    check_seed(seed, "--seed")  # before any work, like the --param values below
+    check_seed(seed, "seed")  # before any work, like the parameter values below
     extra = {}
     if auto:  # the candidates and their parameters ({candidate: {key: value}}), checked as their fits will
         from ._auto import DEFAULT_CANDIDATES, check_candidates
@@ -77,15 +77,15 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
         names, params = check_candidates(DEFAULT_CANDIDATES if candidates is None else candidates, params, n_bits)
         extra["candidates"] = names  # recorded only for auto: builds of one method resume as before
     else:
-        for name, option in (("n_bits", "--bits"), ("random_state", "--seed")):
+        for name, argument in (("n_bits", "n_bits"), ("random_state", "seed")):
             if name in params:
-                raise CollectionError(f"--param {name} is set by the command itself; use {option}")
+                raise CollectionError(f"params: {name} is the build's own {argument} argument")
         from ..evaluation import check_method_params
 
         try:  # every name and value as the fit will check them, before any photo is read
             check_method_params(method, params, [n_bits])
         except ParameterError as exc:
-            raise CollectionError(f"--param: {exc}") from None
+            raise CollectionError(f"params: {exc}") from None
     return {
         "photos": str(Path(photos).resolve()) if photos is not None else None,
         "captions": str(Path(captions).resolve()) if captions is not None else None,
@@ -357,7 +357,7 @@ def _reusable_image_features(source, spec, items, log) -> dict:
     data, src_spec, ids = _load_features(Ps.features)
     if src_spec is None or src_spec.image != spec.image:
         theirs = (src_spec.image or {}).get("model") if src_spec is not None else None
-        raise CollectionError(f"--features-from {source}: it was built with other image features ({theirs}; "
+        raise CollectionError(f"features_from {source}: it was built with other image features ({theirs}; "
                               f"this build uses {spec.image.get('model')})")
     row = {int(i): r for r, i in enumerate(ids.tolist())}
     wanted = {it["image"] for it in items if it["image"]}

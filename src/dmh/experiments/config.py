@@ -85,7 +85,8 @@ def load_config(name_or_path) -> dict:
 
 
 def _fail(config, where: str, what: str):
-    raise ParameterError(f"config {config.get('name', '?')!r}: {where} {what}")
+    """A one-line error naming the config and the field, or (``config`` None) the argument alone."""
+    raise ParameterError(f"{where} {what}" if config is None else f"config {config.get('name', '?')!r}: {where} {what}")
 
 
 def _check_object(config, where, value, allowed, say_allowed: bool = False):
@@ -335,15 +336,15 @@ def resolve_config(
         mp.setdefault(method, {}).update(params)
     if seeds is not None:
         seeds = [int(s) for s in seeds]
-        _check_int_list(cfg, "--seeds", seeds, 0)
+        _check_int_list(None, "seeds", seeds, 0)
         cfg["seeds"] = seeds
     if bits is not None:
         bits = [int(b) for b in bits]
-        _check_int_list(cfg, "--bits", bits, 1, 4096)
+        _check_int_list(None, "bits", bits, 1, 4096)
         cfg["bits"] = bits
     if paired_ratios is not None:
         wanted = [float(r) for r in paired_ratios]
-        _check_ratios(cfg, "--ratios", wanted)
+        _check_ratios(None, "paired_ratios", wanted)
         for run in cfg["runs"]:
             run["paired_ratios"] = [r for r in run["paired_ratios"] if float(r) in wanted]
         cfg["runs"] = [run for run in cfg["runs"] if run["paired_ratios"]]
@@ -355,16 +356,16 @@ def resolve_config(
         unknown = [r for r in wanted_runs if r not in labels]
         known = ", ".join(dict.fromkeys(labels))
         if not wanted_runs:
-            raise ParameterError(f"--runs names no run; experiment {cfg['name']!r} has {known}")
+            raise ParameterError(f"runs names no run; experiment {cfg['name']!r} has {known}")
         if unknown:
-            raise ParameterError(f"--runs: experiment {cfg['name']!r} has no run labelled {unknown}; "
+            raise ParameterError(f"runs: experiment {cfg['name']!r} has no run labelled {unknown}; "
                                  f"its runs are {known}")
         cfg["runs"] = [run for run in cfg["runs"] if run["label"] in wanted_runs]
     ran = config_extent(cfg)
     reduced = {k: {"config": full[k], "ran": ran[k]} for k in full if not set(full[k]) <= set(ran[k])}
     chosen = list(cfg["default_datasets"]) if datasets is None else list(datasets)
     if not chosen:
-        raise ParameterError("no dataset chosen")
+        raise ParameterError("datasets names no dataset")
     selected = {}
     for entry in chosen:
         if "=" in entry:
