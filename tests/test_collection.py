@@ -31,10 +31,10 @@ def test_build_manifest_and_indexes(shapes_collection):
 def test_raw_query_equals_features_path(shapes_collection):
     """A caption typed as a query is encoded exactly as its stored features were; a photo given
     by path likewise, so each finds itself at distance 0."""
-    from dmh.collection import _load_features
+    from dmh.collection import load_features
 
     col = Collection(shapes_collection)
-    data, spec, ids = _load_features(shapes_collection / "features.npz")
+    data, spec, ids = load_features(shapes_collection / "features.npz")
     row = {int(i): r for r, i in enumerate(ids)}
     for it in [it for it in col.items if it["caption"]][:5]:
         raw = col.model.encode_raw(texts=[it["caption"]])
@@ -88,14 +88,14 @@ def test_resume_skips_finished_stages(tmp_path):
     items = [{"image": it["image"], "caption": None} for it in Collection(col).items if it["image"]]
     work = tmp_path / "work"
     work.mkdir()
-    from dmh.collection import _image_features_chunked
+    from dmh.collection import image_features_chunked
 
-    first, ok, rows, _ = _image_features_chunked(items, spec, work, 16, False)
+    first, ok, rows, _ = image_features_chunked(items, spec, work, 16, False)
     chunk = next(work.iterdir())
     marked = dict(np.load(chunk))
     marked["features"] = marked["features"] + 1
     np.savez(chunk, **marked)
-    again, *_ = _image_features_chunked(items, spec, work, 16, False)
+    again, *_ = image_features_chunked(items, spec, work, 16, False)
     np.testing.assert_allclose(again, first + 1)
     # other settings on the same folder: refused, unless --restart
     with pytest.raises(CollectionError, match="differing: n_bits"):
@@ -140,10 +140,10 @@ def test_add_encodes_only_new_items(tmp_path, monkeypatch):
                for h in after.search_image(new_item["image"], k=5))
     # adding the same folder again adds nothing; the features file holds the new rows too
     assert add_to_collection(col_path, more, progress=False, log=lambda m: None) == 0
-    from dmh.collection import _load_features
-    from dmh.collection._files import _read_current
+    from dmh.collection import load_features
+    from dmh.collection._files import read_current
 
-    data, _, ids = _load_features(_read_current(col_path)[1].features)
+    data, _, ids = load_features(read_current(col_path)[1].features)
     assert ids.tolist() == [it["id"] for it in after.items]
 
 
@@ -246,7 +246,7 @@ def test_efficientnet_raw_query_equals_stored_codes(tmp_path):
     exactly the codes stored for them (same preprocessing, same network). Other batches move the
     float32 features by rounding only (a bit whose projection is that close to 0 can flip)."""
     pytest.importorskip("efficientnet_lite_pytorch", reason="the images extra is not installed")
-    from dmh.collection import _load_features
+    from dmh.collection import load_features
     from dmh.index import load_codes
 
     col_path = build_shapes_collection(tmp_path, n=16, image_model="efficientnet-lite0", n_bits=8)
@@ -254,7 +254,7 @@ def test_efficientnet_raw_query_equals_stored_codes(tmp_path):
     codes, ids = load_codes(col_path / "image_codes.npz")
     photos = [col.item(i)["image"] for i in ids.tolist()]
     np.testing.assert_array_equal(col.model.encode_raw(images=photos), codes)
-    data, spec, rows = _load_features(col_path / "features.npz")
+    data, spec, rows = load_features(col_path / "features.npz")
     stored = data.image[np.searchsorted(rows, ids)]
     np.testing.assert_array_equal(spec.image_features(photos), stored)
     one_by_one = np.concatenate([spec.image_features([p]) for p in photos[:2]])

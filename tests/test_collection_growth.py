@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from dmh.collection import Collection, add_to_collection
-from dmh.collection._files import _read_current
+from dmh.collection._files import read_current
 from dmh.datasets.shapes import make_shapes
 from dmh.errors import OutputError
 
@@ -61,14 +61,14 @@ def _more(root: Path, n: int, seed: int) -> tuple[Path, Path]:
 def check_consistent(path: Path) -> list[dict]:
     """Every data file of the current generation agrees with the manifest, and the indexes with the
     codes (nothing for a reader to cut back). Returns the items."""
-    from dmh.collection import _load_features
+    from dmh.collection import load_features
     from dmh.collection._search import _index_matches
     from dmh.index import HammingIndex, load_codes
 
-    items, P, generation = _read_current(path)
+    items, P, generation = read_current(path)
     ids = [it["id"] for it in items]
     assert ids == list(range(len(ids)))
-    _, _, feature_ids = _load_features(P.features)
+    _, _, feature_ids = load_features(P.features)
     assert feature_ids.tolist() == ids
     for modality, has in (("image", lambda it: bool(it["image"]) and not it.get("error")),
                           ("text", lambda it: bool(it["caption"]))):

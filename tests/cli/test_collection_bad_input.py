@@ -110,7 +110,7 @@ def test_collection_commands_refuse_bad_input_in_one_line(root, shapes_collectio
 def test_build_checks_its_output_before_any_work(shapes_collection, tmp_path, capsys, monkeypatch):
     import dmh.collection._build as collection
 
-    monkeypatch.setattr(collection, "_scan", lambda *a, **k: pytest.fail("scanned before checking -o"))
+    monkeypatch.setattr(collection, "scan_inputs", lambda *a, **k: pytest.fail("scanned before checking -o"))
     photos, captions = shapes_collection.parent / "photos", shapes_collection.parent / "captions.csv"
     (tmp_path / "file").write_text("x")
     for out, expected in [(tmp_path / "file", "is a file"), (tmp_path / "file" / "col", "is a file, not a folder"),
@@ -177,7 +177,7 @@ def test_an_interrupted_add_leaves_the_collection_as_it_was(shapes_collection, t
     def stop(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(collection, "_write_manifest", stop)
+    monkeypatch.setattr(collection, "write_manifest", stop)
     with pytest.raises(KeyboardInterrupt):
         add_to_collection(col_path, more, more_captions, progress=False, log=lambda m: None)
     monkeypatch.undo()

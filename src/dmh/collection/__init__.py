@@ -50,8 +50,8 @@ from __future__ import annotations
 
 from ..errors import CollectionError
 from ._build import add_to_collection, build_collection
-from ._features import _image_features_chunked  # noqa: F401  (used by the tests)
-from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, _load_features, is_collection  # noqa: F401
+from ._features import image_features_chunked  # noqa: F401  (used by the tests)
+from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, is_collection, load_features  # noqa: F401
 from ._inputs import read_captions
 from ._search import Collection, Hit, TextQuery, manifest_signature
 

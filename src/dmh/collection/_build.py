@@ -10,27 +10,27 @@ import numpy as np
 
 from .._atomic import check_writable, exclusive_lock
 from ..errors import CollectionError, OutputError, ParameterError
-from ._codes import _write_codes, _write_store_record
-from ._features import _featurize_items
+from ._codes import write_codes, write_store_record
+from ._features import featurize_items
 from ._files import (
     DATA_FILES,
     LOCK_NAME,
     STAGES,
-    _check_complete,
-    _clean_leftovers,
-    _fsync_folder,
-    _load_features,
-    _Paths,
-    _read_build_state,
-    _read_current,
-    _read_manifest,
-    _save_features,
-    _write_json,
-    _write_manifest,
+    Paths,
+    check_complete,
+    clean_leftovers,
+    fsync_folder,
     generation_folder,
+    load_features,
+    read_build_state,
+    read_current,
+    read_manifest,
+    save_features,
+    write_json,
+    write_manifest,
 )
-from ._inputs import _scan
-from ._thumbs import _make_thumbnails
+from ._inputs import scan_inputs
+from ._thumbs import make_thumbnails
 
 BUILD_FORMAT_VERSION = 1
 #: seconds a build or add waits for another one on the same collection before giving up
@@ -143,7 +143,7 @@ def build_collection(
                          image_model=image_model, text_features=text_features,
                          vocabulary_size=vocabulary_size, fit_max=fit_max, seed=seed, candidates=candidates)
     if features_from is not None:
-        _check_complete(Path(features_from))
+        check_complete(Path(features_from))
     from ..store import parse_store
 
     try:
@@ -152,7 +152,7 @@ def build_collection(
     except ValueError as exc:
         raise CollectionError(str(exc)) from None
     out = Path(out)
-    P = _Paths(out)
+    P = Paths(out)
     _check_output_folder(out)
     scanned = None
     if out.is_dir() and P.build.is_file() and not restart:
@@ -170,12 +170,12 @@ def build_collection(
 
 def _writer_lock(root: Path, wait: float, log):
     """The collection's writer lock (one ``build``/``add`` at a time), waiting up to ``wait`` s."""
-    return exclusive_lock(root, "collection", wait=wait, lock_file=_Paths(root).lock, log=log,
+    return exclusive_lock(root, "collection", wait=wait, lock_file=Paths(root).lock, log=log,
                           hint="try again when it has finished, or wait for it with --wait SECONDS")
 
 
-def _check_same_settings(out: Path, P: _Paths, settings: dict) -> dict:
-    state = _read_build_state(P.build)
+def _check_same_settings(out: Path, P: Paths, settings: dict) -> dict:
+    state = read_build_state(P.build)
     if state.get("settings") != settings:
         old = state.get("settings") or {}
         diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
@@ -186,7 +186,7 @@ def _check_same_settings(out: Path, P: _Paths, settings: dict) -> dict:
     return state
 
 
-def _check_empty(out: Path, P: _Paths) -> None:
+def _check_empty(out: Path, P: Paths) -> None:
     if out.is_dir() and not P.build.is_file() and any(e.name != LOCK_NAME for e in out.iterdir()):
         raise CollectionError(f"{out} is not empty and holds no collection; give a new or empty folder")
 
@@ -209,10 +209,10 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
                 getattr(P, name).unlink(missing_ok=True)
             for name in ("thumbs", "work"):
                 shutil.rmtree(getattr(P, name), ignore_errors=True)
-            _clean_leftovers(out, 0)  # every add's generation and work folder
+            clean_leftovers(out, 0)  # every add's generation and work folder
         state = {"format": "dmh-collection-build", "format_version": BUILD_FORMAT_VERSION,
                  "settings": settings, "done": []}
-        _write_json(P.build, state)
+        write_json(P.build, state)
 
     started = [time.perf_counter()]
 
@@ -221,7 +221,7 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
         state.setdefault("seconds", {})[stage] = round(time.perf_counter() - started[0], 3)
         if detail:
             state["seconds"].update(detail)
-        _write_json(P.build, state)
+        write_json(P.build, state)
         started[0] = time.perf_counter()
 
     done = set(state["done"])
@@ -234,13 +234,13 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
     # scan -------------------------------------------------------------------------------------
     if "scan" not in done:
         items = scanned
-        _write_manifest(P.manifest, items)
+        write_manifest(P.manifest, items)
         finish("scan")
         n_img = sum(1 for it in items if it["image"])
         n_cap = sum(1 for it in items if it["caption"])
         n_pair = sum(1 for it in items if it["image"] and it["caption"])
         log(f"scan: {len(items)} items ({n_img} photos, {n_cap} captions, {n_pair} pairs)")
-    items = _read_manifest(P.manifest)
+    items = read_manifest(P.manifest)
 
     # features ---------------------------------------------------------------------------------
     if "features" not in done:
@@ -275,11 +275,11 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
             work = P.work / f"partial-{hashlib.sha1(left.encode('utf-8')).hexdigest()[:16]}"
         work.mkdir(parents=True, exist_ok=True)
         timings = {}
-        image, text, image_mask, text_mask = _featurize_items(items, spec, work=work, batch_size=batch_size,
+        image, text, image_mask, text_mask = featurize_items(items, spec, work=work, batch_size=batch_size,
                                                               progress=progress, ray=ray, known_image=known,
                                                               timings=timings)
-        _write_manifest(P.manifest, items)  # unreadable photos noted
-        _save_features(P.features, spec, [it["id"] for it in items], image, text, image_mask, text_mask)
+        write_manifest(P.manifest, items)  # unreadable photos noted
+        save_features(P.features, spec, [it["id"] for it in items], image, text, image_mask, text_mask)
         finish("features", **timings)
         shutil.rmtree(P.work, ignore_errors=True)
         log(f"features: {int(image_mask.sum())} photos, {int(text_mask.sum())} captions")
@@ -288,7 +288,7 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
     if "fit" not in done:
         from ..registry import get_method_class
 
-        data, spec, ids = _load_features(P.features)
+        data, spec, ids = load_features(P.features)
         n_pair = int((data.image_mask & data.text_mask).sum())
         if not data.image_mask.any() or not data.text_mask.any() or n_pair < 2:
             raise CollectionError(
@@ -306,7 +306,7 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
 
             record = state.setdefault("auto", {})
             chosen = choose_method(data, candidates=settings["candidates"], params=params or {}, n_bits=n_bits,
-                                   seed=seed, record=record, save=lambda: _write_json(P.build, state),
+                                   seed=seed, record=record, save=lambda: write_json(P.build, state),
                                    progress=progress, log=log)
             chosen_params = (params or {}).get(chosen, {})
         klass = get_method_class(chosen)
@@ -329,17 +329,17 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
     if "codes" not in done:
         from ..base import load_model
 
-        data, _, ids = _load_features(P.features)
+        data, _, ids = load_features(P.features)
         model = load_model(P.model)
         if store != "local":
-            _write_store_record(P, out, store)
-        _write_codes(P, model, data.image, data.text, data.image_mask, data.text_mask, ids, old=None, ray=ray)
+            write_store_record(P, out, store)
+        write_codes(P, model, data.image, data.text, data.image_mask, data.text_mask, ids, old=None, ray=ray)
         finish("codes")
         log(f"codes: {int(data.image_mask.sum())} photos and {int(data.text_mask.sum())} captions indexed")
 
     # thumbnails -------------------------------------------------------------------------------
     if "thumbs" not in done:
-        _make_thumbnails(P.thumbs, items, progress=progress)
+        make_thumbnails(P.thumbs, items, progress=progress)
         finish("thumbs")
     log(f"collection ready: {out} ({len(items)} items)")
     return out
@@ -348,13 +348,13 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
 def _reusable_image_features(source, spec, items, log) -> dict:
     """Photo path -> image feature row of the built collection ``source``, for the photos of
     ``items`` it holds; refused when it was built with other image features."""
-    from ._files import _read_current
+    from ._files import read_current
 
     source = Path(source)
     if spec.image is None:
         return {}
-    src_items, Ps, _ = _read_current(source)
-    data, src_spec, ids = _load_features(Ps.features)
+    src_items, Ps, _ = read_current(source)
+    data, src_spec, ids = load_features(Ps.features)
     if src_spec is None or src_spec.image != spec.image:
         theirs = (src_spec.image or {}).get("model") if src_spec is not None else None
         raise CollectionError(f"features_from {source}: it was built with other image features ({theirs}; "
@@ -372,7 +372,7 @@ def _reusable_image_features(source, spec, items, log) -> dict:
 
 def _scan_items(photos, captions) -> list[dict]:
     """The items of a new collection (ids 0..n-1), refused when too few to learn from."""
-    items, _ = _scan(photos, captions)
+    items, _ = scan_inputs(photos, captions)
     if not items:
         raise CollectionError("found no items: the photos folder has no images and the captions file no rows")
     n_pair = sum(1 for it in items if it["image"] and it["caption"])
@@ -414,8 +414,8 @@ def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16,
     is the old one, and a rerun of the same add reuses the image features already computed. One
     build or add at a time: another waits up to ``wait`` seconds for the collection's lock."""
     path = Path(path)
-    P0 = _Paths(path)
-    _check_complete(path)
+    P0 = Paths(path)
+    check_complete(path)
     if photos is None and captions is None:
         raise CollectionError("give a photos folder, a captions file, or both")
     check_writable(P0.manifest, "COLLECTION")  # before any work: a read-only collection is refused now
@@ -430,14 +430,14 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
     from ..base import load_model
     from ..index import load_codes
 
-    _check_complete(path)
-    items, P, generation = _read_current(path)
+    check_complete(path)
+    items, P, generation = read_current(path)
     known = {it["image"] for it in items if it["image"]}
-    new, skipped = _scan(photos, captions, known)
+    new, skipped = scan_inputs(photos, captions, known)
     if skipped:
         log(f"{skipped} photo(s) already in the collection skipped")
     if not new:
-        _clean_leftovers(path, generation)
+        clean_leftovers(path, generation)
         log("nothing new to add")
         return 0
     start = max((it["id"] for it in items), default=-1) + 1
@@ -459,15 +459,15 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
     key = hashlib.sha1(json.dumps([generation, [[it["id"], it["image"], it["caption"]] for it in new]])
                        .encode("utf-8")).hexdigest()[:16]
     work = path / f".add-{key}"
-    _clean_leftovers(path, generation, keep_work=work.name)
+    clean_leftovers(path, generation, keep_work=work.name)
     work.mkdir(exist_ok=True)
     _checkpoint("scanned")
-    image, text, image_mask, text_mask = _featurize_items(new, spec, work=work, batch_size=batch_size,
+    image, text, image_mask, text_mask = featurize_items(new, spec, work=work, batch_size=batch_size,
                                                           progress=progress, ray=ray)
     _checkpoint("features")
     ids = np.array([it["id"] for it in new], np.int64)
     # the new generation: every data file written in full into its own folder
-    Pn = _Paths(path, path / generation_folder(generation + 1))
+    Pn = Paths(path, path / generation_folder(generation + 1))
     Pn.data.mkdir()
     listed = np.array([it["id"] for it in items], np.int64)
     old = {}
@@ -475,9 +475,9 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
         codes, cids = load_codes(getattr(P, f"{m}_codes"))
         keep_old = np.isin(cids, listed)  # a collection an older dmh grew may hold codes of unlisted items
         old[m] = (codes[keep_old], cids[keep_old])
-    data, _, old_ids = _load_features(P.features)
+    data, _, old_ids = load_features(P.features)
     keep_old = np.isin(old_ids, listed)
-    _save_features(
+    save_features(
         Pn.features, spec, np.concatenate([old_ids[keep_old], ids]),
         np.concatenate([data.image[keep_old].astype(np.float32), image]),
         np.concatenate([data.text[keep_old].astype(np.float32), text]),
@@ -486,17 +486,17 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
     )
     del data
     _checkpoint("features-saved")
-    _write_codes(Pn, model, image, text, image_mask, text_mask, ids, old, ray=ray)
+    write_codes(Pn, model, image, text, image_mask, text_mask, ids, old, ray=ray)
     _checkpoint("codes")
     for it in new:  # a thumbnail under a new id is one an interrupted add left: of another photo
         (P.thumbs / f"{it['id']}.jpg").unlink(missing_ok=True)
-    _make_thumbnails(P.thumbs, new, progress=progress)
+    make_thumbnails(P.thumbs, new, progress=progress)
     _checkpoint("thumbs")
-    _fsync_folder(Pn.data)
-    _write_manifest(P.manifest, items + new, generation + 1)  # the switch
+    fsync_folder(Pn.data)
+    write_manifest(P.manifest, items + new, generation + 1)  # the switch
     _checkpoint("switched")
     shutil.rmtree(work, ignore_errors=True)
-    _clean_leftovers(path, generation + 1)
+    clean_leftovers(path, generation + 1)
     keep = image_mask | text_mask
     log(f"added {int(keep.sum())} item(s) ({int(image_mask.sum())} photos, {int(text_mask.sum())} captions) to {path}")
     return len(new)

@@ -10,34 +10,34 @@ from pathlib import Path
 
 import numpy as np
 
-from ._files import TARGETS, _Paths, _read_json, _write_json
+from ._files import TARGETS, Paths, read_json, write_json
 
 
-def _write_store_record(P: _Paths, out: Path, store: str) -> None:
+def write_store_record(P: Paths, out: Path, store: str) -> None:
     """``store.json``: where the codes are searched (Milvus URI and collection names)."""
     from ..store import DEFAULT_MILVUS_FILE, parse_store
 
     spec = parse_store(store)
     uri = spec.uri or DEFAULT_MILVUS_FILE  # relative: inside the collection folder, moves with it
     tag = hashlib.sha1(str(out.resolve()).encode("utf-8")).hexdigest()[:10]
-    _write_json(P.store, {"store": "milvus", "uri": uri,
+    write_json(P.store, {"store": "milvus", "uri": uri,
                           "collections": {t: f"dmh_{tag}_{t}" for t in TARGETS}})
 
 
-def _open_stores(P: _Paths, n_bits: int | None = None) -> dict | None:
+def open_stores(P: Paths, n_bits: int | None = None) -> dict | None:
     """The Milvus stores of a collection (None: it keeps local index files)."""
     if not P.store.is_file():
         return None
     from ..store.milvus import MilvusCodeStore
 
-    record = _read_json(P.store, "collection store record")
+    record = read_json(P.store, "collection store record")
     uri = record["uri"]
     if "://" not in uri and not Path(uri).is_absolute():
         uri = str(P.root / uri)
     return {t: MilvusCodeStore(uri, record["collections"][t], n_bits=n_bits) for t in TARGETS}
 
 
-def _encode(P: _Paths, model, X, modality: str, ids, ray):
+def _encode(P: Paths, model, X, modality: str, ids, ray):
     """Codes of feature rows: ``model.encode`` here, or on Ray (through code shards under work/)."""
     if ray is None or X.shape[0] == 0:
         return model.encode(X, modality=modality) if X.shape[0] else np.zeros((0, model.n_bits_), np.int8)
@@ -60,14 +60,14 @@ def _encode(P: _Paths, model, X, modality: str, ids, ray):
     return codes
 
 
-def _write_codes(P: _Paths, model, image, text, image_mask, text_mask, ids, old, ray=None) -> None:
+def write_codes(P: Paths, model, image, text, image_mask, text_mask, ids, old, ray=None) -> None:
     """Codes of the masked rows, appended to ``old`` (``{modality: (codes, ids)}``) when given,
     saved with their indexes (rebuilt from all codes: cheap, and never half-updated). A collection
     kept in Milvus gets its collections recreated on a build, and on an add the new codes (after
     removing any that an interrupted add left there)."""
     from ..index import HammingIndex, save_codes
 
-    stores = _open_stores(P, n_bits=model.n_bits_)
+    stores = open_stores(P, n_bits=model.n_bits_)
     for modality, X, mask in (("image", image, image_mask), ("text", text, text_mask)):
         new_codes = _encode(P, model, X[mask], modality, ids[mask], ray)
         codes, cids = new_codes, ids[mask]

@@ -16,7 +16,7 @@ IMAGE_CHUNK = 512
 RAY_IMAGE_CHUNK = 16_384  # photos per Ray job (each starts its actors): resumable in these steps
 
 
-def _image_features_chunked(items, spec, work: Path | None, batch_size: int, progress: bool, ray=None):
+def image_features_chunked(items, spec, work: Path | None, batch_size: int, progress: bool, ray=None):
     """Image features of the items with a photo; chunks of IMAGE_CHUNK (RAY_IMAGE_CHUNK with
     ``ray``) saved under ``work`` (when given) so that an interrupted build resumes. Returns
     ``(features, rows, failures)``."""
@@ -66,7 +66,7 @@ def _image_features_chunked(items, spec, work: Path | None, batch_size: int, pro
     return np.concatenate(parts), np.concatenate(ok_all), rows, failures
 
 
-def _featurize_items(items, spec, *, work=None, batch_size=16, progress=True, ray=None, known_image=None,
+def featurize_items(items, spec, *, work=None, batch_size=16, progress=True, ray=None, known_image=None,
                      timings=None):
     """Features of items (dicts with ``image`` / ``caption``) with a fixed featurizer ``spec``.
     Returns ``(image (n, d_i), text (n, d_t), image_mask, text_mask)``; an unreadable photo is
@@ -83,7 +83,7 @@ def _featurize_items(items, spec, *, work=None, batch_size=16, progress=True, ra
     t0 = time.perf_counter()
     if spec.image is not None:
         todo = [i for i, it in enumerate(items) if it["image"] and it["image"] not in known]
-        feats, ok, rows, failures = _image_features_chunked([items[i] for i in todo], spec, work, batch_size,
+        feats, ok, rows, failures = image_features_chunked([items[i] for i in todo], spec, work, batch_size,
                                                             progress, ray)
         rows = [todo[r] for r in rows]
         reused = [i for i, it in enumerate(items) if it["image"] and it["image"] in known]

@@ -44,7 +44,7 @@ def is_collection(path) -> bool:
     return p.is_dir() and (p / "manifest.json").is_file()
 
 
-def _read_json(path: Path, what: str) -> dict:
+def read_json(path: Path, what: str) -> dict:
     """A JSON object from a collection's own file; a damaged one is a :class:`CollectionFileError`."""
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
@@ -59,20 +59,20 @@ def _read_json(path: Path, what: str) -> dict:
     return obj
 
 
-def _read_build_state(path: Path) -> dict:
-    state = _read_json(path, "collection build record")
+def read_build_state(path: Path) -> dict:
+    state = read_json(path, "collection build record")
     if (state.get("format") != "dmh-collection-build" or not isinstance(state.get("settings"), dict)
             or not isinstance(state.get("done"), list) or not all(s in STAGES for s in state["done"])):
         raise CollectionFileError(path, "is not a dmh collection build record (damaged); rebuild with --restart")
     return state
 
 
-def _write_json(path: Path, obj) -> None:
+def write_json(path: Path, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
 @dataclass
-class _Paths:
+class Paths:
     """The files of a collection: ``root`` for the shared ones (build record, manifest, model,
     thumbnails), ``data`` (default ``root``) for those of one generation (features, codes, indexes)."""
 
@@ -91,26 +91,26 @@ def generation_folder(generation: int) -> str:
     return f"gen-{generation:06d}"
 
 
-def _write_manifest(path: Path, items: list[dict], generation: int = 0) -> None:
+def write_manifest(path: Path, items: list[dict], generation: int = 0) -> None:
     """The manifest: format 1 for generation 0 (data files at the top: what older dmh reads), format
     2 naming the data folder otherwise. Written atomically: for an add, this is the switch."""
     if generation == 0:
-        _write_json(path, {"format": "dmh-collection", "format_version": 1, "items": items})
+        write_json(path, {"format": "dmh-collection", "format_version": 1, "items": items})
     else:
-        _write_json(path, {"format": "dmh-collection", "format_version": 2, "generation": generation,
+        write_json(path, {"format": "dmh-collection", "format_version": 2, "generation": generation,
                            "data": generation_folder(generation), "items": items})
 
 
-def _read_manifest(path: Path) -> list[dict]:
+def read_manifest(path: Path) -> list[dict]:
     return _read_manifest_state(path)[0]
 
 
-def _read_current(root: Path) -> tuple[list[dict], _Paths, int]:
+def read_current(root: Path) -> tuple[list[dict], Paths, int]:
     """The collection's current state: ``(items, paths with its data folder, generation)``."""
     items, generation = _read_manifest_state(root / _TOP_FILES["manifest"])
-    P = _Paths(root)
+    P = Paths(root)
     if generation:
-        P = _Paths(root, root / generation_folder(generation))
+        P = Paths(root, root / generation_folder(generation))
         if not P.data.is_dir():
             raise CollectionFileError(P.manifest, f"names the data folder {P.data.name}, which is missing "
                                       "(damaged collection)")
@@ -118,7 +118,7 @@ def _read_current(root: Path) -> tuple[list[dict], _Paths, int]:
 
 
 def _read_manifest_state(path: Path) -> tuple[list[dict], int]:
-    m = _read_json(path, "collection manifest")
+    m = read_json(path, "collection manifest")
     if m.get("format") != "dmh-collection":
         raise CollectionFileError(path, "is not a dmh collection manifest")
     version = m.get("format_version")
@@ -148,7 +148,7 @@ def _read_manifest_state(path: Path) -> tuple[list[dict], int]:
     return items, generation
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
     """The entries of ``folder`` (files renamed into it) on disk before the switch names it."""
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
@@ -158,7 +158,7 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def _clean_leftovers(root: Path, generation: int, keep_work: str | None = None) -> None:
+def clean_leftovers(root: Path, generation: int, keep_work: str | None = None) -> None:
     """Under the collection's lock: remove the generations a killed add left (above ``generation``)
     and those before the previous one; the data files at the top (generation 0) once they are that
     old; and the work folders of other adds (``keep_work`` is this one's)."""
@@ -175,7 +175,7 @@ def _clean_leftovers(root: Path, generation: int, keep_work: str | None = None) 
             (root / name).unlink(missing_ok=True)
 
 
-def _save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
+def save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
     from ..data import CrossModalData
     from ..featurizer_spec import FEATURIZER_KEY
     from ..io import save_data
@@ -187,7 +187,7 @@ def _save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
     save_data(data, path, extra={FEATURIZER_KEY: spec.to_json_array(), "__ids__": ids})
 
 
-def _load_features(path):
+def load_features(path):
     from ..featurizer_spec import read_featurizer_spec
     from ..io import load_data
 
@@ -197,8 +197,8 @@ def _load_features(path):
     return data, read_featurizer_spec(path), ids
 
 
-def _check_complete(path: Path) -> None:
-    P = _Paths(path)
+def check_complete(path: Path) -> None:
+    P = Paths(path)
     if not path.is_dir():
         raise CollectionError(f"collection folder not found: {path}")
     if not P.manifest.is_file():
@@ -206,7 +206,7 @@ def _check_complete(path: Path) -> None:
     if not P.build.is_file():
         raise CollectionFileError(P.build, "is missing: the collection's build record is lost; rebuild it "
                                   "with dmh build --restart")
-    state = _read_build_state(P.build)
+    state = read_build_state(P.build)
     unfinished = [s for s in STAGES[:-1] if s not in state["done"]]
     if unfinished:
         raise CollectionError(

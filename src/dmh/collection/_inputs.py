@@ -74,7 +74,7 @@ def _find_photos(folder) -> dict[str, Path]:
     return {k: p.resolve() for k, p in files.items()}
 
 
-def _scan(photos, captions, known_images=frozenset()) -> tuple[list[dict], int]:
+def scan_inputs(photos, captions, known_images=frozenset()) -> tuple[list[dict], int]:
     """New items from a photos folder and/or captions file (photos in ``known_images`` -- resolved
     path strings -- are skipped); returns ``(items without ids, number skipped)``."""
     files = _find_photos(photos) if photos is not None else {}

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CollectionError, CollectionFileError, FileFormatError, UnknownItemError
-from ._codes import _open_stores
-from ._files import TARGETS, _check_complete, _Paths, _read_current
-from ._thumbs import _thumbnail
+from ._codes import open_stores
+from ._files import TARGETS, Paths, check_complete, read_current
+from ._thumbs import write_thumbnail
 
 MAX_QUERY_PIXELS = 50_000_000
 
@@ -92,7 +92,7 @@ class Collection:
 
     def __init__(self, path, *, backend: str = "auto", model=None):
         self.path = Path(path)
-        _check_complete(self.path)
+        check_complete(self.path)
         for attempt in range(3):
             self.signature = manifest_signature(self.path)
             try:
@@ -107,7 +107,7 @@ class Collection:
         from ..base import load_model
         from ..index import HammingIndex, load_codes
 
-        self.items, P, self.generation = _read_current(self.path)
+        self.items, P, self.generation = read_current(self.path)
         self._by_id = {int(it["id"]): it for it in self.items}
         self.model_signature = _signature(P.model)
         if model is None:
@@ -118,7 +118,7 @@ class Collection:
         if getattr(self.model, "featurizer_", None) is None:
             raise CollectionError(f"{P.model} does not record its featurizer; rebuild the collection")
         self._analyzer = None
-        stores = _open_stores(P)
+        stores = open_stores(P)
         self.indexes, self._codes = {}, {}
         for target, modality in (("images", "image"), ("texts", "text")):
             codes_path, index_path = getattr(P, f"{modality}_codes"), getattr(P, f"{modality}_index")
@@ -150,7 +150,7 @@ class Collection:
     def reload(self) -> Collection:
         """The collection as it is now on disk (a new object; this one is left as it was). The
         model is shared when its file has not changed."""
-        same = _signature(_Paths(self.path).model) == self.model_signature
+        same = _signature(Paths(self.path).model) == self.model_signature
         return Collection(self.path, backend=self._backend_name(), model=self.model if same else None)
 
     def changed(self) -> bool:
@@ -299,7 +299,7 @@ class Collection:
                 raise UnknownItemError(f"item {item_id}: the collection has changed; reload to see its thumbnail")
             try:
                 self.thumbs.mkdir(exist_ok=True)
-                _thumbnail(it["image"], dest)
+                write_thumbnail(it["image"], dest)
             except (OSError, SyntaxError, ValueError) as exc:  # Pillow's decoder errors; a read-only folder
                 raise UnknownItemError(f"item {item_id}: no thumbnail can be made of {it['image']} "
                                        f"({type(exc).__name__}: {exc})") from None

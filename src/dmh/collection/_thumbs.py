@@ -10,7 +10,7 @@ from .._atomic import atomic_path
 THUMB_SIZE = 256
 
 
-def _thumbnail(src: str, dest: Path) -> None:
+def write_thumbnail(src: str, dest: Path) -> None:
     from PIL import Image, ImageOps
 
     with Image.open(src) as im:
@@ -21,13 +21,13 @@ def _thumbnail(src: str, dest: Path) -> None:
             im.save(tmp, format="JPEG", quality=85)
 
 
-def _make_thumbnails(folder: Path, items, progress: bool) -> None:
+def make_thumbnails(folder: Path, items, progress: bool) -> None:
     from tqdm.auto import tqdm
 
     folder.mkdir(exist_ok=True)
     todo = [it for it in items if it["image"] and not it.get("error") and not (folder / f"{it['id']}.jpg").is_file()]
     for it in tqdm(todo, unit="img", desc="thumbnails", disable=not progress):
         try:
-            _thumbnail(it["image"], folder / f"{it['id']}.jpg")
+            write_thumbnail(it["image"], folder / f"{it['id']}.jpg")
         except Exception as exc:  # a photo that vanished or broke since: no thumbnail, not fatal
             warnings.warn(f"no thumbnail for {it['image']}: {type(exc).__name__}: {exc}", UserWarning, stacklevel=2)
