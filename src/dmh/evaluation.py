@@ -64,7 +64,7 @@ __all__ = [
 _CELL_PARAMS = ("n_bits", "random_state")
 #: the fields of a cell that make up its key
 KEY_FIELDS = ("dataset", "data", "split", "label", "method", "params", "n_bits", "paired_ratio", "seed")
-#: fields that enter the key only where a cell has them (cells written before they existed keep their keys)
+#: fields that enter the key only where a cell sets them (a cell without them keeps the key it has)
 OPTIONAL_KEY_FIELDS = ("pairs_only",)
 #: what a cell trains on: every object of the semi-paired set, or its paired objects alone
 TRAININGS = ("semi-paired", "pairs-only")

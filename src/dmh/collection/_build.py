@@ -75,7 +75,7 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
         from ._auto import DEFAULT_CANDIDATES, check_candidates
 
         names, params = check_candidates(DEFAULT_CANDIDATES if candidates is None else candidates, params, n_bits)
-        extra["candidates"] = names  # recorded only for auto: builds of one method resume as before
+        extra["candidates"] = names  # recorded only for auto: a build of one method keeps its recorded settings
     else:
         for name, argument in (("n_bits", "n_bits"), ("random_state", "seed")):
             if name in params:
@@ -148,7 +148,7 @@ def build_collection(
 
     try:
         if parse_store(store).kind != "local":
-            settings["store"] = store  # recorded only when not the default: older builds resume as before
+            settings["store"] = store  # recorded only when not the default: a build recorded without it resumes
     except ValueError as exc:
         raise CollectionError(str(exc)) from None
     out = Path(out)

@@ -35,7 +35,7 @@ from ..evaluation import (
     reusable_cells,
     run_cells,
 )
-from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_config: importable here as before
+from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_config: also importable from here
     DOCUMENTED_METHODS,  # noqa: F401
     KINDS,  # noqa: F401
     _method_class,
@@ -47,7 +47,7 @@ from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_confi
     validate_config,  # noqa: F401
 )
 from .outputs import write_outputs
-from .summary import summarize_records  # noqa: F401 (importable here as before the split)
+from .summary import summarize_records  # noqa: F401 (also importable from here)
 
 __all__ = ["CELLS_FILE", "METRICS_FILE", "cell_key", "load_cells", "load_reusable", "plan_cells", "run_experiment"]
 
