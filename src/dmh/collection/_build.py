@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .._atomic import check_writable, exclusive_lock
-from ..errors import CollectionError, OutputError, ParameterError
+from ..errors import CollectionError, OutputError
 from ._codes import write_codes, write_store_record
 from ._features import featurize_items
 from ._files import (
@@ -77,15 +77,9 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
         names, params = check_candidates(DEFAULT_CANDIDATES if candidates is None else candidates, params, n_bits)
         extra["candidates"] = names  # recorded only for auto: a build of one method keeps its recorded settings
     else:
-        for name, argument in (("n_bits", "n_bits"), ("random_state", "seed")):
-            if name in params:
-                raise CollectionError(f"params: {name} is the build's own {argument} argument")
-        from ..evaluation import check_method_params
+        from ._auto import check_build_params
 
-        try:  # every name and value as the fit will check them, before any photo is read
-            check_method_params(method, params, [n_bits])
-        except ParameterError as exc:
-            raise CollectionError(f"params: {exc}") from None
+        check_build_params(method, params, n_bits)
     return {
         "photos": str(Path(photos).resolve()) if photos is not None else None,
         "captions": str(Path(captions).resolve()) if captions is not None else None,
