@@ -311,6 +311,10 @@ def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_
     assert len(shared) == 2 and shared <= set(f4_cells)
     assert all(f4_cells[k]["records"] == t1_cells[k]["records"] for k in shared)
     assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "--reuse" in err and "does not exist" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "empty")]) == 2
     assert "no cells.json or metrics.json there" in capsys.readouterr().err
 
 
