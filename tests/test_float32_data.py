@@ -1,17 +1,13 @@
 """The single-precision data path (``CrossModalData(dtype="float32")``): kept in float32 when asked,
-float64 by default, and every method fits, encodes and evaluates on it."""
+float64 by default, read from files (every method fitting on it: dmh.testing's float32_input check)."""
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import pytest
 
 from dmh import CrossModalData, make_semi_paired
 from dmh.errors import ParameterError
-from dmh.evaluation import evaluate_model
-from dmh.registry import make_method, method_names
 
 
 def _toy(n=64, seed=0, dtype=np.float32):
@@ -64,34 +60,6 @@ def test_non_finite_rows_are_found_by_blocks(monkeypatch):
     mask = np.ones(64, bool)
     mask[[5, 7, 40]] = False  # those rows are missing images: never read, so not an error
     assert CrossModalData(image=image, text=text, image_mask=mask, dtype="float32").image[5].sum() == 0
-
-
-# small settings: a few seconds for all of them together
-FAST = {
-    "dmh": dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30),
-    "lssh": dict(n_atoms=24, max_iter=6, lasso_max_iter=20), "stmh": dict(max_iter=15),
-    "fsh": dict(n_anchors=12, n_neighbors=4, max_iter=30), "spdh": dict(n_anchors=30, n_nearest=3, max_iter=8),
-    "djsrh": dict(epochs=4, image_hidden=(16,), text_hidden=(16,), batch_size=16),
-    "dgcpn": dict(epochs=4, image_hidden=(16,), text_hidden=(16,), batch_size=16),
-    "jdsh": dict(epochs=4, image_hidden=(16,), text_hidden=(16,), batch_size=16, n_fit_batches=5),
-    "ucch": dict(epochs=4, image_hidden=(16,), text_hidden=(16,), batch_size=16, n_negatives=32),
-    "sadch": dict(outer_iter=2, inner_epochs=2, image_hidden=(16,), text_hidden=(16,), batch_size=16, n_neighbours=4),
-}
-
-
-@pytest.mark.parametrize("name", method_names())
-def test_every_method_fits_encodes_and_evaluates_float32_data(name):
-    image, text, y, q, db = _toy()
-    data = CrossModalData(image=image, text=text, labels=y, train_idx=db, query_idx=q, database_idx=db,
-                          dtype="float32")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # convergence and degenerate-code warnings of tiny fits
-        model = make_method(name, n_bits=8, random_state=0, **FAST.get(name, {})).fit(data.train())
-    for m in ("image", "text"):
-        codes = model.encode(getattr(data, m), m)
-        assert codes.shape == (64, 8) and codes.dtype == np.int8 and np.isin(codes, (-1, 1)).all()
-    scores = evaluate_model(model, data.query(), data.database())
-    assert all(np.isfinite(s["map"]) for s in scores.values())
 
 
 def test_loaders_keep_float32_when_asked(tmp_path):

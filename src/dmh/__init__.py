@@ -10,6 +10,7 @@ from .data import CrossModalData, make_semi_paired, random_split
 from .datasets import load_dataset
 from .io import load_data, save_data
 from .metrics import mean_average_precision
+from .registry import register_method
 
 __version__ = "0.1.0"
 
@@ -23,6 +24,7 @@ __all__ = [
     "make_semi_paired",
     "mean_average_precision",
     "random_split",
+    "register_method",
     "save_data",
     "sign_codes",
     "get_threads",

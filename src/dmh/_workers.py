@@ -37,13 +37,15 @@ def check_jobs(jobs) -> int:
     return int(jobs)
 
 
-def _start(state: dict, n_threads: int) -> None:
+def _start(state: dict, n_threads: int, methods: dict) -> None:
     import signal
 
     from ._threads import set_threads
+    from .registry import METHODS
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
     set_threads(n_threads)  # before a fit imports torch
+    METHODS.update(methods)  # the methods registered in the parent (dmh.register_method)
     _STATE.clear()
     _STATE.update(state)
 
@@ -99,6 +101,7 @@ def run_in_workers(task: Callable[[dict, object], object], items: Sequence, *, j
     from concurrent.futures.process import BrokenProcessPool
 
     from ._threads import get_threads
+    from .registry import registered_methods
 
     jobs = check_jobs(jobs)
     if not items:
@@ -108,7 +111,7 @@ def run_in_workers(task: Callable[[dict, object], object], items: Sequence, *, j
     if echo is not None:
         echo(split_line(len(items), jobs))
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
-                               initargs=(state, n_threads))
+                               initargs=(state, n_threads, registered_methods()))
     results: dict[int, object] = {}
     failure: BaseException | None = None
     try:

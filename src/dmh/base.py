@@ -18,6 +18,7 @@ untrusted file cannot run code), written atomically.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +28,12 @@ from sklearn.utils.validation import check_is_fitted
 from ._archive import META_KEY, json_bytes, read_archive
 from ._atomic import atomic_path
 from ._json import jsonable as _jsonable
+from ._keys import model_params
 from ._threads import thread_limit
 from ._validation import check_features, check_modality, check_n_bits
 from .data import CrossModalData
 from .errors import DataError, DataTypeError, DmhError, ModelFileError, ParameterError
-from .registry import get_method_class
+from .registry import get_method_class, method_key
 
 __all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
 
@@ -59,7 +61,8 @@ class BaseHasher(BaseEstimator):
     sign is the code) and ``_get_state`` / ``_set_state`` (plain arrays for saving).
     """
 
-    #: short name used by the CLI and in reports
+    #: short name of the method (a built-in's registered name); a saved model and a result cell name
+    #: their method by :func:`dmh.registry.method_key` (the registered name, else ``module:Class``)
     method_name = "base"
     #: True when the method can use image-only / text-only objects; False when it trains on the
     #: paired objects of semi-paired data only
@@ -233,8 +236,9 @@ class BaseHasher(BaseEstimator):
         meta = {
             "format": "dmh-model",
             "format_version": FORMAT_VERSION,
-            "method": self.method_name,
+            "method": method_key(type(self)),
             "class": type(self).__name__,
+            "class_path": f"{type(self).__module__}:{type(self).__qualname__}",
             "params": _jsonable(self.get_params(deep=False)),
             "n_bits": self.n_bits_,
             "n_features": self.n_features_,
@@ -263,16 +267,29 @@ def load_model(path) -> BaseHasher:
     """Load any saved model; the method is read from the file's header.
 
     The file is validated before anything is built from it: archive integrity, a header that is a
-    JSON object with the required keys of the right types, a known method, valid hyperparameters,
-    every weight array present with the shape the header implies (features, ``n_bits``, hidden
-    size), and finite weights. Any problem is a :class:`dmh.errors.ModelFileError` naming the file.
+    JSON object with the required keys of the right types, a known method, parameters the method
+    has, valid hyperparameters, every weight array present with the shape the header implies
+    (features, ``n_bits``, hidden size), and finite weights. Any problem is a
+    :class:`dmh.errors.ModelFileError` naming the file.
+
+    The method is the header's ``method``: a registered name (:mod:`dmh.registry`), or for a class
+    that was not registered its ``package.module:Class`` path, which is imported as ``--method``
+    would import it (the file holds no code; it names a class that must be installed). Options a
+    method once had and has been given up are dropped, and options added since the file was written
+    take the value it was made with (:mod:`dmh._keys`); any other parameter the class does not have
+    is an error naming it.
     """
     schema = {"method": str, "params": dict, "n_bits": int, "n_features": dict}
     meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model", schema, ModelFileError)
+    top = meta["method"].split(":", 1)[0].split(".", 1)[0] if ":" in meta["method"] else None
+    if top is not None and top in sys.stdlib_module_names:
+        raise ModelFileError(path, f"names {meta['method']!r}, a module of Python's standard library, as its method")
     try:
         klass = get_method_class(meta["method"])
-    except KeyError as exc:
-        raise ModelFileError(path, f"names an unknown method: {exc.args[0]}") from None
+    except DmhError as exc:
+        where = f" (class {meta['class_path']})" if isinstance(meta.get("class_path"), str) else ""
+        hint = "; install or register it (dmh.register_method) to load this file" if ":" not in meta["method"] else ""
+        raise ModelFileError(path, f"names a method not available here{where}: {exc}{hint}") from None
     try:
         n_bits = check_n_bits(meta["n_bits"])
     except ParameterError as exc:
@@ -287,9 +304,11 @@ def load_model(path) -> BaseHasher:
     extra = meta.get("extra", {})
     if not isinstance(extra, dict):
         raise ModelFileError(path, f"has a damaged header: 'extra' must be an object, got {extra!r}")
-    valid = klass().get_params(deep=False)
-    params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in meta["params"].items() if k in valid}
-    model = klass(**params)
+    params, unknown = model_params(meta["method"], meta["params"], klass().get_params(deep=False))
+    if unknown:
+        raise ModelFileError(path, f"has parameters that {klass.__name__} does not have: {unknown} (a file of "
+                             "another version of the method, or an edited header)")
+    model = klass(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in params.items()})
     model.n_bits_ = n_bits
     model.n_features_ = {k: int(v) for k, v in n_features.items()}
     try:

@@ -71,7 +71,7 @@ def require_ray():
     except ImportError as exc:
         name, packages = RAY_EXTRA
         raise MissingExtraError(
-            f"--ray needs the optional package(s) {', '.join(packages)} (module 'ray' is missing): "
+            f"running on Ray needs the optional package(s) {', '.join(packages)} (module 'ray' is missing): "
             f"pip install 'dmh[{name}]'"
         ) from exc
     return ray

@@ -112,7 +112,7 @@ class ParameterTypeError(ParameterError, TypeError):
 
 class UnknownNameError(ParameterError, KeyError):
     """A name (method, dataset, experiment, ...) that dmh does not know. Also a :class:`KeyError`,
-    as such lookups were before."""
+    as the lookup of a missing key in a mapping is."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""

@@ -13,12 +13,11 @@ train on the same data).
 
 Every cell has one key (:func:`cell_key`): the canonical JSON of the dataset's fingerprint (its
 source path, file size and a hash of its arrays), its split, the pairing seed, the method and its
-full parameters (defaults included; an option added after results existed is left out while it
-holds the value those results ran with, the method's ``key_neutral``), the bit length, the
+full parameters (defaults included), the bit length, the
 label it is shown under and, for a pairs-only cell only, ``pairs_only``. Where a fit runs
 (``device``, :data:`EXECUTION_PARAMS`) is not part of the key: it changes how fast a fit runs, not
-its result beyond rounding (a deep peer's MAP on a GPU and on the CPU agree within 0.001), and a
-key written with it is read without it (:func:`normalize_key`). A finished
+its result beyond rounding (a deep peer's MAP on a GPU and on the CPU agree within 0.001). How
+options added to or removed from a method keep earlier keys valid: :mod:`dmh._keys`. A finished
 cell is reused (``evaluate --resume``, ``reproduce`` into the same folder or with ``--reuse``) only
 on an exact key match.
 """
@@ -26,7 +25,6 @@ on an exact key match.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -34,11 +32,12 @@ from pathlib import Path
 import numpy as np
 
 from ._json import jsonable
+from ._keys import dump_key, fit_params, key_params, normalize_key
 from ._workers import MAX_JOBS, check_jobs
 from .data import CrossModalData, make_semi_paired
 from .errors import DataError, ParameterError
 from .records import TASKS
-from .registry import get_method_class
+from .registry import get_method_class, resolve_method
 
 __all__ = [
     "MAX_JOBS",
@@ -65,11 +64,8 @@ __all__ = [
 _CELL_PARAMS = ("n_bits", "random_state")
 #: the fields of a cell that make up its key
 KEY_FIELDS = ("dataset", "data", "split", "label", "method", "params", "n_bits", "paired_ratio", "seed")
-#: fields that enter the key only where a cell has them (cells written before they existed keep their keys)
+#: fields that enter the key only where a cell sets them (a cell without them keeps the key it has)
 OPTIONAL_KEY_FIELDS = ("pairs_only",)
-#: parameters that say where a fit runs, not what it computes: kept in a cell's ``params`` (the fit
-#: uses them, its records show them) and left out of its key
-EXECUTION_PARAMS = ("device",)
 #: what a cell trains on: every object of the semi-paired set, or its paired objects alone
 TRAININGS = ("semi-paired", "pairs-only")
 
@@ -158,14 +154,8 @@ def full_params(method: str, params: dict | None = None) -> dict:
     resolve = getattr(klass, "preset_options", None)
     if resolve is not None:
         out.update(resolve(out))
-    # an option removed, at the value the method now always uses, stays in the key as results had it
-    for name, value in getattr(klass, "removed_options", {}).items():
-        out.setdefault(name, value)
-    # an option added later, at the value every earlier result ran with, leaves the key as it was
-    for name, value in getattr(klass, "key_neutral", {}).items():
-        if name in out and out[name] == value:
-            del out[name]
-    return jsonable(out)
+    # options added or removed since results were written keep those results' keys (dmh._keys)
+    return jsonable(key_params(resolve_method(method), out))
 
 
 def check_method_params(method: str, params: dict | None = None, bits: Iterable[int] | None = None) -> None:
@@ -195,7 +185,7 @@ def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_b
         "data": {k: v for k, v in fingerprint.items() if k != "split"},
         "split": fingerprint["split"],
         "label": label if label is not None else method,
-        "method": method,
+        "method": resolve_method(method),
         "params": full_params(method, params),
         "grid": dict(grid or {}),
         "n_bits": int(n_bits),
@@ -215,27 +205,7 @@ def cell_key(cell: dict) -> str:
         raise DataError(f"a cell needs {list(KEY_FIELDS)} for its key; this one lacks {missing} (see make_cell)")
     ident = {k: cell[k] for k in KEY_FIELDS}
     ident.update({k: cell[k] for k in OPTIONAL_KEY_FIELDS if cell.get(k)})
-    return _dump_key(ident)
-
-
-def _dump_key(ident: dict) -> str:
-    ident = dict(ident)
-    if isinstance(ident.get("params"), dict):
-        ident["params"] = {k: v for k, v in ident["params"].items() if k not in EXECUTION_PARAMS}
-    return json.dumps(jsonable(ident), sort_keys=True, separators=(",", ":"))
-
-
-def normalize_key(key: str) -> str:
-    """A stored cell key as :func:`cell_key` writes it today: a key written while ``device`` was
-    part of it (results before 2026-11-28) is read without it. A string that is not a
-    key's JSON is returned as it is (it then matches no planned cell)."""
-    try:
-        ident = json.loads(key)
-    except (json.JSONDecodeError, TypeError):
-        return key
-    if not isinstance(ident, dict) or not any(p in (ident.get("params") or {}) for p in EXECUTION_PARAMS):
-        return key
-    return _dump_key(ident)
+    return dump_key(ident)
 
 
 # -------------------------------------------------------------------------------- the cell loop
@@ -256,9 +226,7 @@ def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_histo
     """Fit one cell on ``train``, score it on ``data``'s query and database sets; returns the
     finished cell ``{"key", "cell", "records", "fit_seconds"[, "history"]}`` (one record per task)."""
     klass = get_method_class(cell["method"])
-    # an option removed from the method stays in the key at the value the fit always uses; not passed
-    removed = getattr(klass, "removed_options", {})
-    params = {k: v for k, v in cell["params"].items() if k not in removed}
+    params = fit_params(cell["method"], cell["params"])  # removed options are in the key, not the fit
     model = klass(n_bits=cell["n_bits"], random_state=cell["seed"], **params)
     t0 = time.perf_counter()
     model.fit(train)

@@ -100,9 +100,12 @@ def with_top_precision(records, n: int = 10) -> list[dict]:
 
 def method_label(method: str, paired_ratio: float | None = None, show_ratio: bool = True) -> str:
     """``"dmh", 0.5 -> "DMH (50%)"``; lower-case names are upper-cased (methods are acronyms), a
-    qualifier in brackets kept as it is (``"dmh (pairs only)" -> "DMH (pairs only)"``)."""
+    qualifier in brackets kept as it is (``"dmh (pairs only)" -> "DMH (pairs only)"``), a class
+    given as ``package.module:Class`` shown by its class name."""
     head, sep, tail = method.partition(" (")
-    name = head.upper() + sep + tail if head == head.lower() else method
+    if ":" in head:
+        head = head.rsplit(":", 1)[1].rsplit(".", 1)[-1]
+    name = head.upper() + sep + tail if head == head.lower() else head + sep + tail
     if paired_ratio is None or not show_ratio:
         return name
     if name.endswith(")") and " (" in name:  # "DMH (pairs only)" -> "DMH (pairs only, 50%)"

@@ -278,23 +278,25 @@ def parse_grid(spec: str, method: str) -> list[dict]:
     """``'dmh.n_rounds=1,3;dmh.gamma=0.01,0.1'`` -> the list of candidate parameter dicts (the
     Cartesian product; ``method.`` prefixes are optional). An empty spec is one candidate: the
     defaults."""
+    from .registry import resolve_method
+
     axes: list[tuple[str, list]] = []
     for part in (p.strip() for p in spec.split(";")):
         if not part:
             continue
         if "=" not in part:
-            raise ParameterError(f"--grid entries are KEY=V1,V2,... separated by ';', got {part!r}")
+            raise ParameterError(f"grid entries are KEY=V1,V2,... separated by ';', got {part!r}")
         key, values = part.split("=", 1)
         key = key.strip()
-        if "." in key:
-            prefix, key = key.split(".", 1)
-            if prefix.lower() != method.lower():
-                raise ParameterError(f"--grid entry {part!r} names method {prefix!r}, but --method is {method!r}")
+        if "." in key:  # METHOD.KEY: a parameter name has no dot (a method may: package.module:Class)
+            prefix, _, key = key.rpartition(".")
+            if prefix.lower() != method.lower() and not (":" in prefix and resolve_method(prefix) == method):
+                raise ParameterError(f"grid entry {part!r} names method {prefix!r}, but the method tuned is {method!r}")
         vals = [literal_value(v.strip()) for v in values.split(",") if v.strip()]
         if not vals:
-            raise ParameterError(f"--grid entry {part!r} lists no values")
+            raise ParameterError(f"grid entry {part!r} lists no values")
         if any(k == key for k, _ in axes):
-            raise ParameterError(f"--grid names {key!r} twice")
+            raise ParameterError(f"grid names {key!r} twice")
         axes.append((key, vals))
     if not axes:
         return [{}]
@@ -380,14 +382,14 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
     done = {r.get("key") for r in records}
     if None in done:
         raise DataError("the tune results to resume hold fits without a key (written by an older dmh): "
-                        "they cannot be told apart from other settings; start a new --out")
+                        "they cannot be told apart from other settings; start a new results file")
     setting = ("data", "split", "method", "paired_ratio", "holdout")
     if keys:
         ours = json.loads(keys[0])
         other = [r for r in records if any(json.loads(r["key"]).get(f) != ours[f] for f in setting)]
         if other:
             raise DataError(f"the tune results to resume hold {len(other)} fit(s) of another tune (other data, split, "
-                            "method, paired ratio or held-out share): start a new --out")
+                            "method, paired ratio or held-out share): start a new results file")
     planned = {(candidate_key(p), int(b), int(s), float(paired_ratio)): k
                for (s, b, p), k in zip(cells, keys, strict=True)}
     clash = [r for r in records if r["key"] != planned.get((r["candidate"], r["n_bits"], r["seed"], r["paired_ratio"]),
@@ -395,8 +397,8 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
     if clash:
         r = clash[0]
         raise DataError(f"the tune results to resume hold {len(clash)} fit(s) of this run's candidates made under "
-                        "other parameter values (--param, or a changed default; first: "
-                        f"{r['candidate']} {r['n_bits']} bits seed {r['seed']}): start a new --out")
+                        "other parameter values (other fixed parameters, or a changed default; first: "
+                        f"{r['candidate']} {r['n_bits']} bits seed {r['seed']}): start a new results file")
     train_full = data.train() if data.train_idx is not None else data
     n_planned = len(cells)
     cells = [(c, k) for c, k in zip(cells, keys, strict=True) if k not in done]

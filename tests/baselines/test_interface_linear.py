@@ -1,5 +1,5 @@
-"""The estimator interface shared by CVH, IMH and CMFH (codes, seeds, persistence, errors, which
-objects each trains on), and real-data sanity checks (skipped where the data are absent)."""
+"""CVH, IMH and CMFH beyond the checks every method passes (tests/test_testing.py): their errors,
+which objects each trains on, and real-data sanity checks (skipped where the data are absent)."""
 
 
 import numpy as np
@@ -10,57 +10,11 @@ from dmh import CrossModalData, make_semi_paired
 from dmh.baselines.cmfh import CMFH
 from dmh.baselines.cvh import CVH
 from dmh.baselines.imh import IMH
-from dmh.methods import make_method
 
 from .linear_toys import CLASSES, UCI, WIKI, _data, _fit, _views
 
 
-# ---------------------------------------------------------------------- the shared interface
-@pytest.mark.parametrize("name", sorted(CLASSES))
-def test_registry_lookup(name):
-    model = make_method(name, n_bits=16)
-    assert isinstance(model, CLASSES[name]) and model.n_bits == 16
-    assert model.method_name == name
-
-
-@pytest.mark.parametrize("name", sorted(CLASSES))
-def test_codes_are_pm1_with_requested_length(name):
-    data = _data()
-    model = _fit(name, data, n_bits=10)
-    for modality in ("image", "text"):
-        codes = model.encode(getattr(data, modality)[:7], modality)
-        assert codes.shape == (7, 10) and codes.dtype == np.int8
-        assert set(np.unique(codes)) <= {-1, 1}
-
-
-@pytest.mark.parametrize("name", sorted(CLASSES))
-def test_same_seed_same_codes(name):
-    data = _data()
-    a, b = _fit(name, data), _fit(name, data)
-    for m in ("image", "text"):
-        np.testing.assert_array_equal(a.encode(getattr(data, m), m), b.encode(getattr(data, m), m))
-
-
-@pytest.mark.parametrize("name", sorted(CLASSES))
-def test_save_load_round_trip(name, tmp_path):
-    data = _data()
-    model = _fit(name, data)
-    loaded = dmh.load_model(model.save(tmp_path / f"{name}.npz"))
-    assert type(loaded) is type(model) and loaded.get_params() == model.get_params()
-    for m in ("image", "text"):
-        X = getattr(data, m)
-        np.testing.assert_array_equal(loaded.encode(X, m), model.encode(X, m))
-        np.testing.assert_allclose(loaded.project(X, m), model.project(X, m))
-
-
-@pytest.mark.parametrize("name", sorted(CLASSES))
-def test_one_modality_absent_is_an_error(name):
-    image, text, _ = _views()
-    no_text = CrossModalData(image=image, text=text, text_mask=np.zeros(len(image), bool))
-    with pytest.raises(ValueError, match="needs both modalities"):
-        CLASSES[name](4).fit(no_text)
-
-
+# ---------------------------------------------------------------------- errors and training sets
 @pytest.mark.parametrize("name", sorted(CLASSES))
 def test_no_paired_object_is_an_error(name):
     image, text, _ = _views(n=40)
@@ -131,7 +85,6 @@ def test_training_means_are_stored_and_used(name):
     np.testing.assert_allclose(model.means_["text"], data.text.mean(0))
     # projections of the training views are zero-mean: the fit-time mean is subtracted
     np.testing.assert_allclose(model.project(data.image, "image").mean(0), 0, atol=1e-10)
-
 
 
 # ---------------------------------------------------------------------- real data

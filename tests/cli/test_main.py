@@ -70,7 +70,7 @@ def test_fit_keeps_features_in_float32_when_asked(tiny_file, tmp_path, capsys):
     [
         (["evaluate", "nope.npz"], "neither a built-in dataset"),
         (["evaluate", "{f}", "--method", "xyz"], "unknown method"),
-        (["evaluate", "{f}", "--bits", "0"], "n_bits must be between"),
+        (["evaluate", "{f}", "--bits", "0"], "--bits must be between 1 and 4096"),
         (["evaluate", "{f}", "--bits", "a,b"], "comma-separated integers"),
         (["evaluate", "{f}", "--paired-ratio", "0"], "paired-ratio must lie"),
         (["evaluate", "{f}", "--param", "dmh.colour=3"], "unknown parameter"),

@@ -311,6 +311,10 @@ def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_
     assert len(shared) == 2 and shared <= set(f4_cells)
     assert all(f4_cells[k]["records"] == t1_cells[k]["records"] for k in shared)
     assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "--reuse" in err and "does not exist" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["reproduce", "fig4", *base, "--out", str(f4), "--reuse", str(tmp_path / "empty")]) == 2
     assert "no cells.json or metrics.json there" in capsys.readouterr().err
 
 
@@ -402,7 +406,8 @@ def test_report_only_fits_nothing_and_says_what_is_missing(toy_file, tmp_path, c
     assert main([*base, "--report-only", "--out", str(tmp_path / "none")]) == 2
     assert "none of the plan's 4 cell(s) is finished" in capsys.readouterr().err
     assert main([*base, "--report-only", "--shard", "1/2", "--out", str(tmp_path / "none")]) == 2
-    assert "takes no --shard" in capsys.readouterr().err and not (tmp_path / "none").exists()
+    assert "--report-only writes the report of the whole plan: give it no shard" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
     part = tmp_path / "part"
     assert main([*base, "--shard", "1/2", "--out", str(part)]) == 0
     n_part = len(load_cells(part))
@@ -494,7 +499,7 @@ def test_quick_fig6_records_the_loss_histories(toy_file, tmp_path, count_fits):
     [
         (["reproduce", "table9"], "unknown experiment 'table9'"),
         (["reproduce"], "missing NAME"),
-        (["reproduce", "table1"], "pass --data DIR"),
+        (["reproduce", "table1"], "--data is needed: dataset 'wiki' reads wiki/wiki_data.mat"),
         (["reproduce", "table1", "--data", "{tmp}/nope"], "does not exist"),
         (["reproduce", "table1", "--data", "{tmp}"], "wiki_data.mat not found"),
         (["reproduce", "table1", "--datasets", "imagenet"], "knows no dataset 'imagenet'"),

@@ -15,13 +15,13 @@ import sys
 import click
 
 from ..errors import DmhError, os_error_message
-from ._options import refuse_blank_values
-from .collection import add, build, caption, remove, search, serve
+from ._options import refuse_blank_values, word_flags
+from .collection import add, build, caption, remove, serve
 from .data import datasets, featurize, info
 from .evaluate import demo, evaluate
 from .experiments import reproduce
 from .models import fit
-from .search import encode, index
+from .search import encode, index, search
 from .tune import tune
 
 __all__ = ["cli", "main"]
@@ -52,6 +52,7 @@ def cli():
 for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, remove,
                  caption, serve, tune):
     refuse_blank_values(_command)
+    word_flags(_command)
     cli.add_command(_command)
 
 
@@ -65,6 +66,7 @@ def main(argv=None) -> int:
     else is caught: any other exception is a bug of dmh and keeps its traceback.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    _import_from_here()
     try:
         rv = cli.main(args=args, prog_name="dmh", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
@@ -90,6 +92,17 @@ def main(argv=None) -> int:
         return _fail(message)
     except MemoryError as exc:
         return _fail(f"out of memory ({exc or 'an allocation failed'}); use smaller sizes or fewer objects")
+
+
+def _import_from_here() -> None:
+    """A method given as ``package.module:Class`` is found in the current folder too, as ``python -m``
+    would find it (the ``dmh`` script's own folder is the first entry of its path, not the current
+    one); appended, so that it never hides an installed package."""
+    import os
+
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.append(here)
 
 
 def _fail(message: str) -> int:

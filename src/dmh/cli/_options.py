@@ -4,12 +4,16 @@ twice would enter a mean twice) and ``--param`` hyperparameters. Errors are repo
 
 from __future__ import annotations
 
+import functools
+import re
+
 import click
 
 from .._literal import literal_value
 
-__all__ = ["check_params", "float_list", "int_list", "jobs_option", "name_list", "parse_params", "paired_ratio_list",
-           "refuse_blank_values", "seed_list", "split_param"]
+__all__ = ["check_params", "flag_of", "float_list", "int_list", "jobs_option", "method_list", "method_of",
+           "methods_help", "name_list", "parse_params", "paired_ratio_list", "ray_options", "ray_settings",
+           "refuse_blank_values", "seed_list", "split_param", "word_flags"]
 
 
 def _number_list(text: str, what: str, kind, kind_name: str) -> list:
@@ -50,13 +54,48 @@ def seed_list(text: str, what: str = "--seeds") -> list[int]:
 
 
 def name_list(text: str, what: str) -> list[str]:
-    """Comma-separated names (lower-cased), each once."""
+    """Comma-separated names (lower-cased, but a class path ``package.module:Class``), each once."""
     from .._validation import check_unique
 
-    out = [t.strip().lower() for t in text.split(",") if t.strip()]
+    out = [t.strip() if ":" in t else t.strip().lower() for t in text.split(",") if t.strip()]
     if not out:
         raise click.BadParameter(f"{what} is empty")
     return check_unique(out, what)
+
+
+def methods_help(what: str) -> str:
+    """Help text of a method option: ``what``, then every method the registry knows."""
+    from ..registry import method_names
+
+    return f"{what}: {', '.join(method_names())}, or a class of your own as package.module:Class"
+
+
+def method_list(text: str, what: str = "--method") -> list[str]:
+    """Comma-separated methods, each once: registered names (any case) or classes as
+    ``package.module:Class``, each as results name it (:func:`dmh.registry.resolve_method`)."""
+    from .._validation import check_unique
+    from ..registry import resolve_method
+
+    out = [resolve_method(t) for t in text.split(",") if t.strip()]
+    if not out:
+        raise click.BadParameter(f"{what} is empty")
+    return check_unique(out, what)
+
+
+def method_of(key: str, methods) -> tuple[str | None, str]:
+    """``METHOD.KEY`` -> (the method of ``methods`` it names, KEY); ``KEY`` -> (None, KEY). A
+    parameter name has no dot, so the method is everything before the last one (a class path
+    ``package.module:Class`` included); a registered name matches in any case."""
+    from ..registry import resolve_method
+
+    prefix, dot, name = key.rpartition(".")
+    if not dot:
+        return None, key
+    for m in methods:
+        if prefix == m or prefix.lower() == m or (":" in prefix and resolve_method(prefix) == m):
+            return m, name
+    raise click.BadParameter(f"{key!r} names method {prefix!r}, which is not being run ({', '.join(methods)})",
+                             param_hint="--param")
 
 
 def parse_params(items, methods) -> dict[str, dict]:
@@ -64,14 +103,9 @@ def parse_params(items, methods) -> dict[str, dict]:
     out: dict[str, dict] = {m: {} for m in methods}
     for item in items:
         key, value = split_param(item, "KEY=VALUE or METHOD.KEY=VALUE")
-        targets = methods
-        if "." in key:
-            m, key = key.split(".", 1)
-            if m not in methods:
-                raise click.BadParameter(f"--param {item!r} names method {m!r}, which is not being run")
-            targets = [m]
-        for m in targets:
-            out[m][key] = value
+        m, key = method_of(key, methods)
+        for target in methods if m is None else [m]:
+            out[target][key] = value
     return out
 
 
@@ -156,3 +190,96 @@ def _blank_check(param: click.Parameter, cast):
         return cast(ctx, value)
 
     return type_cast_value
+
+
+#: the options that give a library argument, where its name is not the option's: ``n_bits`` is
+#: ``--bits``, ``random_state`` ``--seed`` (or ``--seeds``), ...
+_ARGUMENT_OPTIONS = {
+    "n_bits": ("bits",), "random_state": ("seed", "seeds"), "seed": ("seeds",), "seeds": ("seed",),
+    "paired_ratios": ("ratios", "paired_ratio"), "paired_ratio": ("ratios",), "out_dir": ("out", "output"),
+    "output": ("out",), "out": ("output",), "data_dir": ("data",), "fixed_params": ("params",),
+    "method_params": ("params",), "runs": ("runs",), "k": ("k",),
+}
+_LEADING_NAME = re.compile(r"([a-z][a-z0-9_]*)(?=[ :=,]|$)")
+
+
+def flag_of(command: click.Command, argument: str) -> str | None:
+    """The option of ``command`` that gives the library argument ``argument`` (``--bits`` for
+    ``n_bits``), or None."""
+    options = {p.name: p for p in command.params if isinstance(p, click.Option)}
+    for name in (argument, *_ARGUMENT_OPTIONS.get(argument, ())):
+        option = options.get(name)
+        if option is not None:
+            return max((o for o in option.opts if o.startswith("--")), key=len, default=option.opts[0])
+    return None
+
+
+def word_flags(command: click.Command) -> None:
+    """The library's errors about an argument start with its Python name (``n_bits must be ...``);
+    from ``command`` they name the option that gives it instead (``--bits must be ...``). Errors
+    about files name the file and are left as they are."""
+    from ..errors import CollectionError, FileFormatError, OutputError, ParameterError
+
+    callback = command.callback
+    if callback is None:
+        return
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except (ParameterError, CollectionError) as exc:
+            if not isinstance(exc, (FileFormatError, OutputError)) and exc.args and isinstance(exc.args[0], str):
+                match = _LEADING_NAME.match(exc.args[0])
+                flag = flag_of(command, match.group(1)) if match else None
+                if flag is not None:
+                    exc.args = (flag + exc.args[0][match.end():], *exc.args[1:])
+            raise
+
+    command.callback = run
+
+
+def ray_settings(address, batch_size, cpus, gpus, concurrency):
+    """The ``--ray`` options as :class:`dmh.distributed.RayOptions`."""
+    from ..distributed import RayOptions
+
+    return RayOptions(
+        address=None if address == "local" else address,
+        batch_size=batch_size,
+        num_cpus=cpus,
+        num_gpus=gpus,
+        concurrency=concurrency,
+    )
+
+
+def ray_options(batch_default: int):
+    """The ``--ray [ADDRESS]`` option and its tuning options, for any command that runs on Ray."""
+
+    def decorate(f):
+        for opt in reversed(
+            [
+                click.option(
+                    "--ray",
+                    "ray_address",
+                    is_flag=False,
+                    flag_value="local",
+                    default=None,
+                    metavar="[ADDRESS]",
+                    help="Run the heavy maps on Ray (pip install 'dmh[ray]'): alone, a local Ray runtime on "
+                    "this machine; with an address (auto, ray://head:10001), an existing cluster. "
+                    "Give it last or as --ray=ADDRESS.",
+                ),
+                click.option("--ray-batch-size", type=click.IntRange(min=1), default=batch_default,
+                             show_default=True, help="Rows per batch handed to a Ray actor."),
+                click.option("--ray-cpus", type=click.FloatRange(min=0), default=1.0, show_default=True,
+                             help="CPUs reserved per Ray actor."),
+                click.option("--ray-gpus", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                             help="GPUs reserved per Ray actor (the bundled models still run on the CPU)."),
+                click.option("--ray-concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+                             help="Ray actors per stage."),
+            ]
+        ):
+            f = opt(f)
+        return f
+
+    return decorate

@@ -1,5 +1,5 @@
-"""Collection commands: ``dmh build``, ``dmh add``, ``dmh serve``, and ``dmh search`` on a
-collection folder (a file argument keeps the index search of :mod:`dmh.cli.search`).
+"""Collection commands: ``dmh build``, ``dmh add``, ``dmh serve``, and what ``dmh search``
+(:mod:`dmh.cli.search`) does with a collection folder.
 
 ::
 
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import click
 
-from .search import ray_options
+from ._options import methods_help, ray_options, reject_own_options
 
-__all__ = ["add", "build", "caption", "remove", "search", "serve"]
+__all__ = ["add", "build", "caption", "remove", "search_collection", "serve"]
 
 
 @contextlib.contextmanager
@@ -55,10 +55,10 @@ def _ray(address, batch_size, cpus, gpus, concurrency):
     if address is None:
         return None
     from ..distributed import require_ray
-    from .search import _ray_options
+    from ._options import ray_settings
 
     require_ray()
-    return _ray_options(address, batch_size, cpus, gpus, concurrency)
+    return ray_settings(address, batch_size, cpus, gpus, concurrency)
 
 
 def _ray_runtime(options):
@@ -91,8 +91,8 @@ def _wait_option(f):
               help="Collection folder to create (or resume).")
 @click.option("--bits", default=64, show_default=True, type=int, help="Code length (a multiple of 8).")
 @click.option("--method", default="auto", show_default=True,
-              help="Hashing method (dmh, cca-itq, fsh, ...), or auto: the best of --candidates on the "
-              "collection's own held-out captioned photos (no labels).")
+              help=methods_help("Hashing method") + "; or auto: the best of --candidates on the collection's own "
+              "held-out captioned photos (no labels).")
 @click.option("--candidates", default=None, metavar="M1,M2,...",
               help="With --method auto: the methods compared [default: dmh,cca-itq,fsh,spdh].")
 @click.option("--param", "params", multiple=True,
@@ -149,6 +149,8 @@ def build(photos, captions, output, bits, method, candidates, params, image_mode
         if candidates is not None:
             raise click.BadParameter("applies to --method auto", param_hint="--candidates")
         method_params = _params(params)
+    for given in method_params.values() if method == "auto" else [method_params]:
+        reject_own_options(given, "--param")
     ray = _ray(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
     with _warnings_to_stderr(), _ray_runtime(ray):
         build_collection(
@@ -264,7 +266,8 @@ def _hits_text(hits, fmt: str, query: dict, extra: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _search_collection(path, text, image, like, k, target, fmt, out):
+def search_collection(path, text, image, like, k, target, fmt, out):
+    """``dmh search COLLECTION ...`` (the command is :func:`dmh.cli.search.search`)."""
     from .._atomic import atomic_write_text, check_writable
     from ..collection import Collection
     from ..errors import CollectionError
@@ -303,57 +306,6 @@ def _search_collection(path, text, image, like, k, target, fmt, out):
         else:
             atomic_write_text(Path(out), result)
             _log(f"wrote {len(hits)} results to {out}")
-
-
-def _make_search():
-    """``dmh search``: on a collection folder, queries by raw text / image / item; on an index
-    file, the code search of :mod:`dmh.cli.search` with all its options."""
-    from .search import search as index_search
-
-    old = {p.name: p for p in index_search.params}
-
-    def callback(index_path, text, image, like, target, fmt, **kw):
-        from ..collection import is_collection
-
-        if not index_path.startswith("milvus:") and not Path(index_path).exists():
-            raise click.UsageError(f"{index_path} does not exist (a collection folder, an index file or milvus:URI)")
-        if Path(index_path).is_dir():
-            if not is_collection(index_path):
-                raise click.UsageError(
-                    f"{index_path} is a folder but not a collection (no manifest.json); build one with dmh build"
-                )
-            extra = [f"--{n}" for n in ("codes_path", "model", "data", "modality", "radius")
-                     if kw.get(n) is not None]
-            if extra:
-                raise click.UsageError(f"{', '.join(extra)} apply to an index file, not to a collection")
-            return _search_collection(index_path, text, image, like, kw["k"], target, fmt, kw["out"])
-        if any(v is not None for v in (text, image, like)):
-            raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is not one")
-        if fmt == "table":
-            raise click.UsageError("--format table applies to a collection; use json or csv with an index")
-        if not kw.get("rows"):
-            kw["rows"] = "query"
-        return index_search.callback(index_path=index_path, fmt=fmt or "json", **kw)
-
-    params = [
-        click.Argument(["index_path"], metavar="COLLECTION|INDEX"),
-        click.Option(["--text"], help="Collection: find what matches this text."),
-        click.Option(["--image"], type=click.Path(dir_okay=False), help="Collection: find what looks like this image."),
-        click.Option(["--like"], type=int, help="Collection: more like the item with this id."),
-        click.Option(["--target"], type=click.Choice(["images", "texts"]), default="images", show_default=True,
-                     help="Collection: return photos or captions."),
-        click.Option(["--format", "fmt"], type=click.Choice(["table", "json", "csv"]), default=None,
-                     help="Output format (collection default: table; index default: json)."),
-    ] + [p for name, p in old.items() if name not in ("index_path", "fmt")]
-    return click.Command(
-        "search", callback=callback, params=params,
-        help="Search a COLLECTION by --text, --image or --like ID; or an INDEX (a file, or milvus:URI with "
-             "--collection for codes kept in Milvus) with query codes "
-             "(--codes) or objects encoded on the fly (--model/--data/--modality), with --k or --radius.",
-    )
-
-
-search = _make_search()
 
 
 @click.command("serve")

@@ -10,7 +10,17 @@ from pathlib import Path
 import click
 
 from ..errors import OutputError
-from ._options import check_params, int_list, jobs_option, name_list, paired_ratio_list, parse_params, seed_list
+from ._options import (
+    check_params,
+    int_list,
+    jobs_option,
+    method_list,
+    methods_help,
+    name_list,
+    paired_ratio_list,
+    parse_params,
+    seed_list,
+)
 
 __all__ = ["demo", "evaluate"]
 
@@ -72,7 +82,7 @@ def demo(bits, rounds, seed, out):
 
 @click.command()
 @click.argument("data")
-@click.option("--method", default="dmh", show_default=True, help="comma-separated method names")
+@click.option("--method", default="dmh", show_default=True, help=methods_help("comma-separated methods"))
 @click.option("--bits", default="16,32,64,128", show_default=True)
 @click.option("--paired-ratio", "paired_ratio", default="1.0,0.5", show_default=True)
 @click.option("--seeds", default="0", show_default=True)
@@ -98,11 +108,8 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
     """
     from .._atomic import check_writable, exclusive_lock
     from .._validation import check_n_bits
-    from ..registry import get_method_class
 
-    methods = name_list(method, "--method")
-    for m in methods:
-        get_method_class(m)
+    methods = method_list(method, "--method")
     bit_list = [check_n_bits(b) for b in int_list(bits, "--bits")]
     ratios = paired_ratio_list(paired_ratio, "--paired-ratio")
     seeds = seed_list(seeds, "--seeds")

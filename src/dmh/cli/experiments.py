@@ -62,7 +62,7 @@ report.md (our numbers beside the paper's) and PNG plots."""
 @click.option(
     "--reuse",
     multiple=True,
-    type=click.Path(file_okay=False),
+    type=click.Path(exists=True, file_okay=False),
     help="output folder of another run whose identical cells are taken instead of refitted (repeatable): its "
     "cells.json or, where it keeps none (docs/results), its metrics.json",
 )

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ._options import check_params, parse_params
+from ._options import check_params, methods_help, parse_params
 
 __all__ = ["fit"]
 
 
 @click.command()
 @click.argument("data")
-@click.option("--method", default="dmh", show_default=True)
+@click.option("--method", default="dmh", show_default=True, help=methods_help("the method"))
 @click.option("--bits", default=64, show_default=True, type=int)
 @click.option("--paired-ratio", "paired_ratio", default=1.0, show_default=True, type=float)
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -26,8 +26,9 @@ def fit(data, method, bits, paired_ratio, seed, params, all_rows, dtype, out):
     from .._validation import check_n_bits, check_paired_ratio, check_seed
     from ..data import make_semi_paired
     from ..datasets import load_dataset
-    from ..registry import get_method_class
+    from ..registry import get_method_class, resolve_method
 
+    method = resolve_method(method)
     klass = get_method_class(method)
     check_n_bits(bits)
     paired_ratio = check_paired_ratio(paired_ratio, "--paired-ratio")

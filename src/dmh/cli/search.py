@@ -8,6 +8,7 @@
     dmh index CODES --store milvus[:URI] [--collection NAME] [--milvus-index flat|ivf] [--replace]
     dmh search INDEX (--codes CODES | --model MODEL --data DATA --modality M [--rows query])
                (--k K | --radius R) [--format json|csv] [--out FILE]
+    dmh search COLLECTION (--text "two dogs" | --image query.jpg | --like ID) [--k 10] [--target ...]
 
 A code file is an ``.npz`` with ``codes`` (int8, {-1,+1}, n x n_bits) and ``ids`` (int64: the data
 rows the codes came from). With ``--ray`` the codes are computed by Ray actors
@@ -34,6 +35,7 @@ import numpy as np
 
 from .._atomic import atomic_write_text
 from ..errors import DataError, OutputError, ParameterError
+from ._options import ray_options, ray_settings
 
 __all__ = ["encode", "index", "search"]
 
@@ -113,51 +115,6 @@ def _open_store(spec: str, collection: str, *, n_bits=None, index="flat", out=No
     return MilvusCodeStore(uri, collection, n_bits=n_bits, index=index)
 
 
-def _ray_options(address, batch_size, cpus, gpus, concurrency):
-    from ..distributed import RayOptions
-
-    return RayOptions(
-        address=None if address == "local" else address,
-        batch_size=batch_size,
-        num_cpus=cpus,
-        num_gpus=gpus,
-        concurrency=concurrency,
-    )
-
-
-def ray_options(batch_default: int):
-    """The ``--ray [ADDRESS]`` option and its tuning options, for any command that runs on Ray."""
-
-    def decorate(f):
-        for opt in reversed(
-            [
-                click.option(
-                    "--ray",
-                    "ray_address",
-                    is_flag=False,
-                    flag_value="local",
-                    default=None,
-                    metavar="[ADDRESS]",
-                    help="Run the heavy maps on Ray (pip install 'dmh[ray]'): alone, a local Ray runtime on "
-                    "this machine; with an address (auto, ray://head:10001), an existing cluster. "
-                    "Give it last or as --ray=ADDRESS.",
-                ),
-                click.option("--ray-batch-size", type=click.IntRange(min=1), default=batch_default,
-                             show_default=True, help="Rows per batch handed to a Ray actor."),
-                click.option("--ray-cpus", type=click.FloatRange(min=0), default=1.0, show_default=True,
-                             help="CPUs reserved per Ray actor."),
-                click.option("--ray-gpus", type=click.FloatRange(min=0), default=0.0, show_default=True,
-                             help="GPUs reserved per Ray actor (the bundled models still run on the CPU)."),
-                click.option("--ray-concurrency", type=click.IntRange(min=1), default=1, show_default=True,
-                             help="Ray actors per stage."),
-            ]
-        ):
-            f = opt(f)
-        return f
-
-    return decorate
-
-
 @click.command()
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.argument("data")
@@ -190,7 +147,7 @@ def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cp
         from ..distributed import encode_to_shards, require_ray
 
         require_ray()  # before any work: a missing extra is named first
-        options = _ray_options(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
+        options = ray_settings(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
         features, ids, skipped = _select_rows(load_model(model), data, modality, rows, model)
         meta = encode_to_shards(model, out, modality=modality, features=features, ids=ids, options=options)
         note = f" ({skipped} rows without a {modality} skipped)" if skipped else ""
@@ -271,48 +228,55 @@ def index(codes, out, backend, store, collection, milvus_index, replace):
     click.echo(f"indexed {arr.shape[0]} codes of {n_bits} bits {where}", err=True)
 
 
-@click.command()
-@click.argument("index_path", metavar="INDEX")
-@click.option(
-    "--codes",
-    "codes_path",
-    type=click.Path(exists=True),
-    help="Query code file or folder of code shards (from dmh encode).",
-)
-@click.option(
-    "--model",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Encode queries with this model...",
-)
+@click.command("search")
+@click.argument("index_path", metavar="COLLECTION|INDEX")
+@click.option("--text", help="Collection: find what matches this text.")
+@click.option("--image", type=click.Path(dir_okay=False), help="Collection: find what looks like this image.")
+@click.option("--like", type=int, help="Collection: more like the item with this id.")
+@click.option("--target", type=click.Choice(["images", "texts"]), default="images", show_default=True,
+              help="Collection: return photos or captions.")
+@click.option("--codes", "codes_path", type=click.Path(exists=True),
+              help="Index: query code file or folder of code shards (from dmh encode).")
+@click.option("--model", type=click.Path(exists=True, dir_okay=False), help="Index: encode queries with this model...")
 @click.option("--data", help="...from this data file or built-in dataset...")
 @click.option("--modality", type=click.Choice(["image", "text"]), help="...in this modality.")
-@click.option(
-    "--rows",
-    type=click.Choice(_ROWS),
-    default="query",
-    show_default=True,
-    help="With --model: which objects are the queries.",
-)
-@click.option("--k", type=int, help="Return the K nearest codes of each query.")
-@click.option("--radius", type=int, help="Return every code within Hamming distance <= RADIUS.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True
-)
-@click.option(
-    "--out", type=click.Path(dir_okay=False), help="Write here (default: standard output)."
-)
-@click.option(
-    "--backend",
-    type=click.Choice(["auto", "numpy", "faiss"]),
-    default=None,
-    help="Override the backend saved with the index.",
-)
+@click.option("--rows", type=click.Choice(_ROWS), default="query", show_default=True,
+              help="Index, with --model: which objects are the queries.")
+@click.option("--k", type=int, help="Return the K nearest (a collection: 10 when neither --k nor --radius).")
+@click.option("--radius", type=int, help="Index: return every code within Hamming distance <= RADIUS.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default=None,
+              help="Output format (collection default: table; index default: json; table is for a collection).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write here (default: standard output).")
+@click.option("--backend", type=click.Choice(["auto", "numpy", "faiss"]), default=None,
+              help="Index: override the backend saved with the index.")
 @click.option("--collection", default="dmh_codes", show_default=True, help="Milvus collection (INDEX milvus:URI).")
-def search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection):
-    """Search INDEX (an index file, or milvus:URI for codes kept in Milvus) with query codes
-    (--codes) or objects encoded on the fly (--model/--data)."""
+def search(index_path, text, image, like, target, codes_path, model, data, modality, rows, k, radius, fmt, out,
+           backend, collection):
+    """Search a COLLECTION (a folder from dmh build) by --text, --image or --like ID; or an INDEX
+    (an index file, or milvus:URI for codes kept in Milvus) with query codes (--codes) or objects
+    encoded on the fly (--model/--data/--modality), with --k or --radius."""
+    from ..collection import is_collection
+
+    if not index_path.startswith("milvus:") and not Path(index_path).exists():
+        raise click.UsageError(f"{index_path} does not exist (a collection folder, an index file or milvus:URI)")
+    if Path(index_path).is_dir():
+        from .collection import search_collection
+
+        if not is_collection(index_path):
+            raise click.UsageError(
+                f"{index_path} is a folder but not a collection (no manifest.json); build one with dmh build"
+            )
+        extra = [flag for flag, value in (("--codes", codes_path), ("--model", model), ("--data", data),
+                                          ("--modality", modality), ("--radius", radius)) if value is not None]
+        if extra:
+            raise click.UsageError(f"{', '.join(extra)} apply to an index file, not to a collection")
+        return search_collection(index_path, text, image, like, k, target, fmt, out)
+    if any(v is not None for v in (text, image, like)):
+        raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is not one")
+    if fmt == "table":
+        raise click.UsageError("--format table applies to a collection; use json or csv with an index")
     with _milvus_errors():
-        _search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection)
+        _search(index_path, codes_path, model, data, modality, rows, k, radius, fmt or "json", out, backend, collection)
 
 
 def _search(index_path, codes_path, model, data, modality, rows, k, radius, fmt, out, backend, collection):

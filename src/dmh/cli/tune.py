@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._options import int_list, jobs_option, reject_own_options, seed_list, split_param
+from ._options import int_list, jobs_option, method_of, methods_help, reject_own_options, seed_list, split_param
 
 __all__ = ["tune"]
 
@@ -24,7 +24,7 @@ reuses the fits made with the same data, settings and parameter values (defaults
 refuses a file of other settings."""
 )
 @click.argument("data")
-@click.option("--method", default="dmh", show_default=True)
+@click.option("--method", default="dmh", show_default=True, help=methods_help("the method"))
 @click.option("--grid", default="", help="candidate settings, e.g. 'dmh.n_rounds=1,3;dmh.gamma=0.01,0.1'")
 @click.option("--param", "params", multiple=True, help="KEY=VALUE fixed for every candidate")
 @click.option("--bits", default="16,64", show_default=True)
@@ -41,15 +41,16 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     from .._json import jsonable
     from ..datasets import load_dataset
     from ..errors import DataError
+    from ..registry import resolve_method
     from ..selection import choose, load_records, parse_grid, rank_correlations, summarize
     from ..selection import tune as run_tune
 
-    method = method.strip().lower()
+    method = resolve_method(method)
     candidates = parse_grid(grid, method)
     fixed = {}
     for item in params:
         key, value = split_param(item)
-        fixed[key.split(".", 1)[-1]] = value
+        fixed[method_of(key, [method])[1]] = value
     if not 0.0 < paired_ratio <= 1.0:
         raise click.BadParameter(f"--paired-ratio must lie in (0, 1], got {paired_ratio}")
     bit_list, seeds_ = int_list(bits, "--bits"), seed_list(seeds, "--seeds")

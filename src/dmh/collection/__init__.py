@@ -53,7 +53,7 @@ from __future__ import annotations
 from ..errors import CollectionError
 from ._build import add_to_collection, build_collection
 from ._features import image_features_chunked  # noqa: F401  (used by the tests)
-from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, load_features, is_collection  # noqa: F401
+from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, is_collection, load_features  # noqa: F401
 from ._inputs import read_captions
 from ._remove import remove_from_collection, set_captions
 from ._search import Collection, Hit, TextQuery, manifest_signature

@@ -31,39 +31,46 @@ MIN_PAIRS = 20
 def check_candidates(candidates, params, n_bits: int) -> tuple[list[str], dict]:
     """The candidate names (lower-cased, each once, each a known method other than ``auto``) and
     their parameters (``{candidate: {key: value}}``), checked as a fit would check them."""
-    from ..evaluation import check_method_params
     from ..registry import get_method_class
 
     if isinstance(candidates, str):
         candidates = [c for c in candidates.split(",") if c.strip()]
-    names = [str(c).strip().lower() for c in candidates]
+    names = [str(c).strip() if ":" in str(c) else str(c).strip().lower() for c in candidates]
     if not names:
-        raise CollectionError("--candidates is empty: name at least one method")
+        raise CollectionError("candidates is empty: name at least one method")
     for name in names:
         if name == "auto":
-            raise CollectionError("--candidates lists auto; name the methods to compare (dmh, cca-itq, ...)")
+            raise CollectionError("candidates lists auto; name the methods to compare (dmh, cca-itq, ...)")
         try:
             get_method_class(name)
         except KeyError as exc:
-            raise CollectionError(f"--candidates: {exc.args[0]}") from None
+            raise CollectionError(f"candidates: {exc.args[0]}") from None
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise CollectionError(f"--candidates names {', '.join(twice)} twice")
+        raise CollectionError(f"candidates names {', '.join(twice)} twice")
     params = dict(params or {})
     stray = sorted(set(params) - set(names))
     if stray or not all(isinstance(v, dict) for v in params.values()):
-        raise CollectionError(f"with --method auto, --param names its candidate (METHOD.KEY=VALUE, METHOD one of "
+        raise CollectionError(f"params of method auto name their candidate (METHOD.KEY=VALUE, METHOD one of "
                               f"{', '.join(names)}); got {', '.join(stray) or 'a parameter without a method'}")
     for name in names:
-        given = params.get(name, {})
-        for key, option in (("n_bits", "--bits"), ("random_state", "--seed")):
-            if key in given:
-                raise CollectionError(f"--param {name}.{key} is set by the command itself; use {option}")
-        try:
-            check_method_params(name, given, [n_bits])
-        except ParameterError as exc:
-            raise CollectionError(f"--param: {exc}") from None
+        check_build_params(name, params.get(name, {}), n_bits, where=f"{name}.")
     return names, {n: dict(params[n]) for n in names if params.get(n)}
+
+
+def check_build_params(method: str, params: dict, n_bits: int, where: str = "") -> None:
+    """``params`` of ``method`` as the build's fit will check them, before any photo is read;
+    ``n_bits`` and ``random_state`` are the build's own arguments (``where``: how a message names
+    the parameters, e.g. ``"dmh."``)."""
+    from ..evaluation import check_method_params
+
+    for key, argument in (("n_bits", "n_bits"), ("random_state", "seed")):
+        if key in params:
+            raise CollectionError(f"params: {where}{key} is the build's own {argument} argument")
+    try:
+        check_method_params(method, params, [n_bits])
+    except ParameterError as exc:
+        raise CollectionError(f"params: {exc}") from None
 
 
 def _model(name: str, n_bits: int, seed: int, params: dict, progress: bool):

@@ -9,25 +9,26 @@ from pathlib import Path
 import numpy as np
 
 from .._atomic import check_writable, exclusive_lock
-from ..errors import CollectionError, OutputError, ParameterError
+from ..errors import CollectionError, OutputError
 from ._codes import write_codes, write_store_record
 from ._features import featurize_items
 from ._files import (
     DATA_FILES,
     LOCK_NAME,
     STAGES,
+    Paths,
+    _read_current_state,
     check_complete,
     clean_leftovers,
     fsync_folder,
+    generation_folder,
     load_features,
-    Paths,
     read_build_state,
-    _read_current_state,
+    read_current,
     read_manifest,
     save_features,
     write_json,
     write_manifest,
-    generation_folder,
 )
 from ._inputs import scan_inputs
 from ._pending import _finish_pending
@@ -53,41 +54,35 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
     if photos is None and captions is None:
         raise CollectionError("give a photos folder, a captions file, or both")
     if image_model not in IMAGE_MODELS:
-        raise CollectionError(f"--image-model must be one of {IMAGE_MODELS}, got {image_model!r}")
+        raise CollectionError(f"image_model must be one of {IMAGE_MODELS}, got {image_model!r}")
     if text_features not in ("bow", "minilm"):
-        raise CollectionError(f"--text-features must be bow or minilm, got {text_features!r}")
+        raise CollectionError(f"text_features must be bow or minilm, got {text_features!r}")
     auto = method == "auto"
     if not auto:
         if candidates is not None:
-            raise CollectionError("--candidates applies to --method auto")
+            raise CollectionError("candidates apply to method='auto' only")
         try:
             get_method_class(method)
         except KeyError as exc:
             raise CollectionError(f"{exc.args[0]}, or auto") from None
     if n_bits < 8 or n_bits % 8 or n_bits > 4096:
-        raise CollectionError(f"--bits must be a positive multiple of 8 (codes are indexed packed) up to 4096, "
+        raise CollectionError(f"n_bits must be a positive multiple of 8 (codes are indexed packed) up to 4096, "
                               f"got {n_bits}")
     if fit_max < 2:
-        raise CollectionError(f"--fit-max must be at least 2, got {fit_max}")
+        raise CollectionError(f"fit_max must be at least 2, got {fit_max}")
     from .._validation import check_seed
 
-    check_seed(seed, "--seed")  # before any work, like the --param values below
+    check_seed(seed, "seed")  # before any work, like the parameter values below
     extra = {}
     if auto:  # the candidates and their parameters ({candidate: {key: value}}), checked as their fits will
         from ._auto import DEFAULT_CANDIDATES, check_candidates
 
         names, params = check_candidates(DEFAULT_CANDIDATES if candidates is None else candidates, params, n_bits)
-        extra["candidates"] = names  # recorded only for auto: builds of one method resume as before
+        extra["candidates"] = names  # recorded only for auto: a build of one method keeps its recorded settings
     else:
-        for name, option in (("n_bits", "--bits"), ("random_state", "--seed")):
-            if name in params:
-                raise CollectionError(f"--param {name} is set by the command itself; use {option}")
-        from ..evaluation import check_method_params
+        from ._auto import check_build_params
 
-        try:  # every name and value as the fit will check them, before any photo is read
-            check_method_params(method, params, [n_bits])
-        except ParameterError as exc:
-            raise CollectionError(f"--param: {exc}") from None
+        check_build_params(method, params, n_bits)
     return {
         "photos": str(Path(photos).resolve()) if photos is not None else None,
         "captions": str(Path(captions).resolve()) if captions is not None else None,
@@ -150,7 +145,7 @@ def build_collection(
 
     try:
         if parse_store(store).kind != "local":
-            settings["store"] = store  # recorded only when not the default: older builds resume as before
+            settings["store"] = store  # recorded only when not the default: a build recorded without it resumes
     except ValueError as exc:
         raise CollectionError(str(exc)) from None
     out = Path(out)
@@ -350,7 +345,6 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
 def _reusable_image_features(source, spec, items, log) -> dict:
     """Photo path -> image feature row of the built collection ``source``, for the photos of
     ``items`` it holds; refused when it was built with other image features."""
-    from ._files import read_current
 
     source = Path(source)
     if spec.image is None:
@@ -359,7 +353,7 @@ def _reusable_image_features(source, spec, items, log) -> dict:
     data, src_spec, ids = load_features(Ps.features)
     if src_spec is None or src_spec.image != spec.image:
         theirs = (src_spec.image or {}).get("model") if src_spec is not None else None
-        raise CollectionError(f"--features-from {source}: it was built with other image features ({theirs}; "
+        raise CollectionError(f"features_from {source}: it was built with other image features ({theirs}; "
                               f"this build uses {spec.image.get('model')})")
     row = {int(i): r for r, i in enumerate(ids.tolist())}
     wanted = {it["image"] for it in items if it["image"]}

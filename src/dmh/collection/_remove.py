@@ -50,16 +50,16 @@ from ..errors import CollectionError, CollectionFileError, UnknownItemError
 from . import _build
 from ._files import (
     PENDING_NAME,
+    Paths,
+    _read_current_state,
     check_complete,
     clean_leftovers,
     fsync_folder,
+    generation_folder,
     load_features,
-    Paths,
-    _read_current_state,
     save_features,
     write_json,
     write_manifest,
-    generation_folder,
 )
 from ._pending import _finish_pending, _is_id
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import CollectionError, CollectionFileError, FileFormatError, UnknownItemError
 from ._codes import open_stores
-from ._files import TARGETS, check_complete, Paths, read_current
+from ._files import TARGETS, Paths, check_complete, read_current
 from ._thumbs import write_thumbnail
 
 MAX_QUERY_PIXELS = 50_000_000

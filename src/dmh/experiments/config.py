@@ -1,9 +1,10 @@
 """Experiment configs: load, validate and resolve them.
 
 A *config* (``dmh/experiments/configs/NAME.json``) holds everything an experiment needs: the
-methods ("runs", each a label, a registry method, extra parameters, the paired ratios and an
-optional parameter grid), the bit lengths, the seeds, the datasets (the paper's and those that run
-here), a reduced ``quick`` variant and the numbers the paper reports. See ``docs/experiments.md``.
+methods ("runs", each a label, a method of the registry or a ``package.module:Class``, extra
+parameters, the paired ratios and an optional parameter grid), the bit lengths, the seeds, the
+datasets (the paper's and those that run here), a reduced ``quick`` variant and the numbers the
+paper reports. See ``docs/experiments.md``.
 :func:`resolve_config` applies the command line's reductions and records them in ``cfg["resolved"]``.
 """
 
@@ -16,8 +17,9 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from ..errors import ParameterError, ParameterTypeError, UnknownNameError
+from ..errors import DmhError, ParameterError, ParameterTypeError, UnknownNameError
 from ..records import TASKS
+from ..registry import BUILTIN_METHODS, PAPER_METHODS
 
 __all__ = [
     "KINDS",
@@ -34,11 +36,10 @@ __all__ = [
 
 #: what a config reproduces, and so which report and plots it gets
 KINDS = ("table", "topn", "pr", "ratio_sweep", "sensitivity", "convergence")
-#: every method the paper compares; configs may name one the registry does not hold yet
-DOCUMENTED_METHODS = ("dmh", "cvh", "imh", "lssh", "stmh", "cmfh", "fsh")
-#: the methods compared beyond the paper (dmh.peers); like the paper's, a config may name one that an
-#: older install's registry does not hold: such runs are reported as not run
-PEER_METHODS = ("cca-itq", "spdh", "djsrh", "jdsh", "dgcpn", "ucch", "sadch")
+#: every method the paper compares (:data:`dmh.registry.PAPER_METHODS`)
+DOCUMENTED_METHODS = PAPER_METHODS
+#: the built-in methods compared beyond the paper (:mod:`dmh.peers`)
+PEER_METHODS = tuple(name for name in BUILTIN_METHODS if name not in PAPER_METHODS)
 _QUICK_KEYS = {"seeds", "bits", "paired_ratios", "grid", "method_params"}
 _RUN_KEYS = {"label", "method", "paired_ratios", "params", "grid", "pairs_only"}
 _DATASET_KEYS = {"builtin", "benchmark", "path", "file", "paper", "title", "note"}
@@ -84,7 +85,8 @@ def load_config(name_or_path) -> dict:
 
 
 def _fail(config, where: str, what: str):
-    raise ParameterError(f"config {config.get('name', '?')!r}: {where} {what}")
+    """A one-line error naming the config and the field, or (``config`` None) the argument alone."""
+    raise ParameterError(f"{where} {what}" if config is None else f"config {config.get('name', '?')!r}: {where} {what}")
 
 
 def _check_object(config, where, value, allowed, say_allowed: bool = False):
@@ -118,7 +120,8 @@ def _check_ratios(config, where, values):
 
 
 def _method_class(name):
-    """The registry's class, or None when the registry names it but its module is not written yet."""
+    """The method's class, or None when it cannot be found (an unknown name, a module that is not
+    installed): the runner reports such runs as not run."""
     from ..registry import get_method_class
 
     try:
@@ -127,10 +130,23 @@ def _method_class(name):
         return None
 
 
+def _check_method(config, where, method):
+    """``method`` is a method name of the registry or a class as ``package.module:Class``."""
+    from ..registry import method_names, resolve_method
+
+    if not isinstance(method, str):
+        _fail(config, where, f"must be a method name, got {method!r}")
+    try:
+        resolve_method(method)
+    except DmhError as exc:
+        why = str(exc) if ":" in method else f"{', '.join(method_names())}, or package.module:Class"
+        _fail(config, where, f"{method!r} is not a known method ({why})")
+
+
 def _check_params(config, where, method, params):
     if not isinstance(params, dict):
         _fail(config, where, f"must be a dict of parameters, got {params!r}")
-    klass = _method_class(method) if method in _registry_names() else None
+    klass = _method_class(method)
     if klass is None:
         return
     valid = set(klass().get_params(deep=False))
@@ -139,12 +155,6 @@ def _check_params(config, where, method, params):
         _fail(config, where, f"names unknown parameter(s) {unknown} of {method!r}; it has {sorted(valid)}")
     if "n_bits" in params or "random_state" in params:
         _fail(config, where, "must not set n_bits or random_state (they come from 'bits' and 'seeds')")
-
-
-def _registry_names() -> list[str]:
-    from ..registry import method_names
-
-    return method_names()
 
 
 def validate_config(config: dict) -> dict:
@@ -166,7 +176,6 @@ def validate_config(config: dict) -> dict:
     for flag in ("leaderboard", "report_fit_time"):
         if not isinstance(config.get(flag, False), bool):
             _fail(config, flag, f"must be true or false, got {config[flag]!r}")
-    known = set(DOCUMENTED_METHODS) | set(PEER_METHODS) | set(_registry_names())
     runs = config["runs"]
     if not isinstance(runs, list) or not runs:
         _fail(config, "runs", "must be a non-empty list")
@@ -188,8 +197,7 @@ def validate_config(config: dict) -> dict:
                 f"repeats the label {run['label']!r} (allowed only for the same method at other paired ratios)",
             )
         labels[run["label"]] = (run["method"], ratios | (prev[1] if prev else set()))
-        if run["method"] not in known:
-            _fail(config, f"{where}.method", f"{run['method']!r} is not a known method ({', '.join(sorted(known))})")
+        _check_method(config, f"{where}.method", run["method"])
         _check_ratios(config, f"{where}.paired_ratios", run["paired_ratios"])
         _check_params(config, f"{where}.params", run["method"], run.get("params", {}))
         if not isinstance(run.get("pairs_only", False), bool):
@@ -204,8 +212,7 @@ def validate_config(config: dict) -> dict:
     if config["kind"] == "sensitivity" and not any(r.get("grid") for r in runs):
         _fail(config, "runs", "of a sensitivity config need a 'grid'")
     for method, params in config.get("method_params", {}).items():
-        if method not in known:
-            _fail(config, "method_params", f"names unknown method {method!r}")
+        _check_method(config, "method_params", method)
         _check_params(config, f"method_params.{method}", method, params)
     datasets = config["datasets"]
     if not isinstance(datasets, dict) or not datasets:
@@ -329,15 +336,15 @@ def resolve_config(
         mp.setdefault(method, {}).update(params)
     if seeds is not None:
         seeds = [int(s) for s in seeds]
-        _check_int_list(cfg, "--seeds", seeds, 0)
+        _check_int_list(None, "seeds", seeds, 0)
         cfg["seeds"] = seeds
     if bits is not None:
         bits = [int(b) for b in bits]
-        _check_int_list(cfg, "--bits", bits, 1, 4096)
+        _check_int_list(None, "bits", bits, 1, 4096)
         cfg["bits"] = bits
     if paired_ratios is not None:
         wanted = [float(r) for r in paired_ratios]
-        _check_ratios(cfg, "--ratios", wanted)
+        _check_ratios(None, "paired_ratios", wanted)
         for run in cfg["runs"]:
             run["paired_ratios"] = [r for r in run["paired_ratios"] if float(r) in wanted]
         cfg["runs"] = [run for run in cfg["runs"] if run["paired_ratios"]]
@@ -349,16 +356,16 @@ def resolve_config(
         unknown = [r for r in wanted_runs if r not in labels]
         known = ", ".join(dict.fromkeys(labels))
         if not wanted_runs:
-            raise ParameterError(f"--runs names no run; experiment {cfg['name']!r} has {known}")
+            raise ParameterError(f"runs names no run; experiment {cfg['name']!r} has {known}")
         if unknown:
-            raise ParameterError(f"--runs: experiment {cfg['name']!r} has no run labelled {unknown}; "
+            raise ParameterError(f"runs: experiment {cfg['name']!r} has no run labelled {unknown}; "
                                  f"its runs are {known}")
         cfg["runs"] = [run for run in cfg["runs"] if run["label"] in wanted_runs]
     ran = config_extent(cfg)
     reduced = {k: {"config": full[k], "ran": ran[k]} for k in full if not set(full[k]) <= set(ran[k])}
     chosen = list(cfg["default_datasets"]) if datasets is None else list(datasets)
     if not chosen:
-        raise ParameterError("no dataset chosen")
+        raise ParameterError("datasets names no dataset")
     selected = {}
     for entry in chosen:
         if "=" in entry:

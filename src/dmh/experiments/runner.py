@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .._atomic import atomic_write_text, check_writable, exclusive_lock
 from .._json import jsonable as _jsonable
+from .._keys import stored_key
 from ..errors import DataError, DmhError, OutputError, ParameterError, ResultsFileError
 from ..evaluation import (
     KEY_FIELDS,
@@ -34,7 +35,7 @@ from ..evaluation import (
     reusable_cells,
     run_cells,
 )
-from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_config: importable here as before
+from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_config: also importable from here
     DOCUMENTED_METHODS,  # noqa: F401
     KINDS,  # noqa: F401
     _method_class,
@@ -46,7 +47,7 @@ from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_confi
     validate_config,  # noqa: F401
 )
 from .outputs import write_outputs
-from .summary import summarize_records  # noqa: F401 (importable here as before the split)
+from .summary import summarize_records  # noqa: F401 (also importable from here)
 
 __all__ = ["CELLS_FILE", "METRICS_FILE", "cell_key", "load_cells", "load_reusable", "plan_cells", "run_experiment"]
 
@@ -111,9 +112,9 @@ def _load_datasets(cfg: dict, data_dir, sources: dict | None = None) -> dict:
             path = Path(spec["path"])
             if not path.is_absolute():
                 if data_dir is None:
-                    raise FileNotFoundError(
-                        f"dataset {name!r} reads {spec['path']} under a data folder: pass --data DIR "
-                        "(or choose datasets that need none, e.g. --datasets uci-digits)"
+                    raise ParameterError(
+                        f"data_dir is needed: dataset {name!r} reads {spec['path']} under a data folder (or choose "
+                        "datasets that need none, e.g. uci-digits)"
                     )
                 path = data_dir / path
             if not path.exists():
@@ -164,8 +165,8 @@ def load_reusable(folder, cells: Sequence[dict]) -> dict:
         return load_cells(folder)
     path = folder / METRICS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"--reuse {folder}: no {CELLS_FILE} or {METRICS_FILE} there (not an experiment "
-                                "output folder)")
+        raise FileNotFoundError(f"{folder}: no {CELLS_FILE} or {METRICS_FILE} there (not an experiment output "
+                                "folder to reuse)")
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -219,11 +220,10 @@ def check_cells(payload, path) -> dict:
         if problem:
             raise ResultsFileError(path, f"cell {i} {problem}; delete the file to start over")
         cell = entry["cell"]
-        key = normalize_key(entry["key"])
-        own_key = all(k in cell for k in KEY_FIELDS) and cell_key(cell) == key
-        if own_key:
+        key = stored_key(entry["key"], cell_key(cell) if all(k in cell for k in KEY_FIELDS) else None)
+        if key in (entry["key"], normalize_key(entry["key"])):
             entry["key"] = key
-        out[key if own_key else f"stale:{entry['key']}"] = entry
+        out[key] = entry
     return out
 
 
@@ -295,13 +295,13 @@ def run_experiment(
     out = Path(out_dir)
     if report_only:
         if shard is not None:
-            raise ParameterError("--report-only writes the report of the whole plan; it takes no --shard")
+            raise ParameterError("report_only writes the report of the whole plan: give it no shard")
         own = load_cells(out) if out.is_dir() else {}
         if not any(c["key"] in own or any(c["key"] in other for other in borrowable) for c in cells):
-            raise ParameterError(f"--report-only: none of the plan's {len(cells)} cell(s) is finished in {out} or "
-                                 "the --reuse folders; nothing to report")
+            raise ParameterError(f"report_only: none of the plan's {len(cells)} cell(s) is finished in {out} or "
+                                 "the folders to reuse; nothing to report")
     if out.exists() and not out.is_dir():
-        raise OutputError(out, "it is a file, not a folder (--out)")
+        raise OutputError(out, "it is a file, not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -355,7 +355,7 @@ def run_experiment(
             # nothing is fitted: the report covers the finished cells and says how many are missing
             cfg["resolved"]["n_missing"] = len(todo)
             if todo:
-                say(f"--report-only: {len(todo)} of {len(cells)} cell(s) not finished; the report covers the others")
+                say(f"report only: {len(todo)} of {len(cells)} cell(s) not finished; the report covers the others")
             keys = [k for k in keys if k in finished]
             cells, todo = [c for c in cells if c["key"] in finished], []
         run_cells(todo, data, on_entry=save, keep_history=keep_history, echo=say, jobs=jobs)

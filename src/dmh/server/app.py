@@ -433,7 +433,7 @@ def _check_listen(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as exc:
-        raise ParameterError(f"--host: cannot use {host!r} as an address to listen on ({exc})") from None
+        raise ParameterError(f"host: cannot use {host!r} as an address to listen on ({exc})") from None
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
@@ -441,7 +441,7 @@ def _check_listen(host: str, port: int) -> None:
             sock.bind(address)
         except OSError as exc:
             why = "the port is in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-            raise ParameterError(f"--host/--port: cannot listen on {host}:{port}: {why}") from None
+            raise ParameterError(f"host: cannot listen on {host}:{port}: {why}") from None
 
 
 class BackgroundServer:

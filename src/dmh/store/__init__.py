@@ -33,12 +33,12 @@ def parse_store(value: str | None) -> StoreSpec:
         return StoreSpec("local")
     kind, _, uri = str(value).partition(":")
     if kind != "milvus":
-        raise ParameterError(f"--store must be 'local', 'milvus' or 'milvus:URI', got {value!r}")
+        raise ParameterError(f"store must be 'local', 'milvus' or 'milvus:URI', got {value!r}")
     if _ and not uri:
-        raise ParameterError(f"--store {value!r}: give the Milvus URI after 'milvus:' (a .db file or http://host:port)")
+        raise ParameterError(f"store {value!r}: give the Milvus URI after 'milvus:' (a .db file or http://host:port)")
     if uri and not (uri.endswith(".db") or "://" in uri):
         raise ParameterError(
-            f"--store {value!r}: the Milvus URI must be a milvus-lite file ending in .db or a server "
+            f"store {value!r}: the Milvus URI must be a milvus-lite file ending in .db or a server "
             "address such as http://localhost:19530"
         )
     return StoreSpec("milvus", uri or None)

@@ -1,0 +1,124 @@
+"""What keeps earlier results and saved models valid while the methods change: one table, read by the
+cell key (:func:`dmh.evaluation.full_params`), by the fit of a cell (:func:`dmh.evaluation.fit_cell`),
+by :func:`dmh.load_model` and by the readers of finished cells (``--resume``, ``--reuse``).
+
+A result cell is reused only under an equal key (the canonical JSON of its data, method, every
+parameter, bits, paired ratio and seed: :func:`dmh.evaluation.cell_key`), so an option added to a
+method or taken from it would change every key written before, and those results would be fitted
+again. The table below says, per method, how each such option enters a key and a saved model:
+
+====================  =================================  =============================================
+kind                  in a cell key                      in a saved model's header
+====================  =================================  =============================================
+``added``             left out while it holds the value  missing from an earlier file: that value
+                      every earlier result ran with
+``removed``           written, at the value the fit      present in an earlier file: dropped (the
+                      always uses today                  weights are what they are)
+:data:`EXECUTION_     left out (where a fit runs, not    kept (a parameter like any other)
+PARAMS`               what it computes)
+====================  =================================  =============================================
+
+Beyond the parameters: a key stored with an execution parameter (results written while ``device``
+was part of the key) is read without it (:func:`normalize_key`), and a stored cell whose fields do not
+give back its key (another key layout, or an edited file) is kept under a key no planned cell has
+(:func:`stored_key`), so its records are never taken for another cell's. A parameter of a saved
+model that is neither the class's nor removed on purpose is an error naming it
+(:func:`model_params`): a typo or a file of another version, not something to drop.
+
+To add or remove an option of a built-in method: add its entry here, and check with
+``pytest tests/test_result_keys.py`` that every committed result under ``docs/results`` keeps its key.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ._json import jsonable
+
+__all__ = ["ADDED_OPTIONS", "EXECUTION_PARAMS", "REMOVED_OPTIONS", "dump_key", "fit_params", "key_params",
+           "model_params", "normalize_key", "stored_key"]
+
+#: method -> {option: the value every result written before the option existed ran with}
+ADDED_OPTIONS: dict[str, dict[str, object]] = {
+    "dmh": {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
+            "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None, "dam_contrastive": 0.0,
+            "use_unpaired": True, "dam_first_target": None, "dam_last_epochs": None},
+    "sadch": {"input_scaling": "feature"},
+}
+
+#: method -> {option taken out: the one value the fit uses today}
+REMOVED_OPTIONS: dict[str, dict[str, object]] = {
+    "dmh": {"dam_tol": None, "dam_weight_decay": 0.0, "kernel_scale": 1.0, "gbe_balance": 0.0,
+            "gbe_decorrelation": 0.0, "unpaired_weight": 1.0},
+}
+
+#: parameters that say where a fit runs, not what it computes: kept in a cell's ``params`` (the fit
+#: uses them, its records show them) and left out of its key
+EXECUTION_PARAMS = ("device",)
+
+#: the prefix of a stored cell's key that no planned cell has (see :func:`stored_key`)
+_UNMATCHED = "stale:"
+
+
+def key_params(method: str, params: dict) -> dict:
+    """``params`` (every parameter of ``method``, defaults included) as a cell key holds them:
+    removed options added at the value the fit always uses, added options left out at the value
+    earlier results ran with."""
+    out = dict(params)
+    for name, value in REMOVED_OPTIONS.get(method, {}).items():
+        out.setdefault(name, value)
+    for name, value in ADDED_OPTIONS.get(method, {}).items():
+        if name in out and out[name] == value:
+            del out[name]
+    return out
+
+
+def fit_params(method: str, params: dict) -> dict:
+    """A cell's ``params`` as the method's ``__init__`` takes them (removed options left out)."""
+    removed = REMOVED_OPTIONS.get(method, {})
+    return {k: v for k, v in params.items() if k not in removed}
+
+
+def model_params(method: str, saved: dict, valid) -> tuple[dict, list[str]]:
+    """The parameters of a saved model's header as its class takes them: ``(params, unknown)``.
+
+    ``valid``: the class's parameter names. Removed options are dropped; an added option the file
+    lacks takes the value earlier files were made with; ``unknown`` lists the names that are
+    neither (the caller refuses the file, naming them)."""
+    valid = set(valid)
+    removed = REMOVED_OPTIONS.get(method, {})
+    params = {k: v for k, v in saved.items() if k in valid}
+    unknown = sorted(k for k in saved if k not in valid and k not in removed)
+    for name, value in ADDED_OPTIONS.get(method, {}).items():
+        if name in valid and name not in saved:
+            params[name] = value
+    return params, unknown
+
+
+def normalize_key(key: str) -> str:
+    """A stored cell key as :func:`dmh.evaluation.cell_key` writes it today: one written while an
+    execution parameter (``device``) was part of the key is read without it. A string that is not
+    a key's JSON is returned as it is (it then matches no planned cell)."""
+    try:
+        ident = json.loads(key)
+    except (json.JSONDecodeError, TypeError):
+        return key
+    if not isinstance(ident, dict) or not any(p in (ident.get("params") or {}) for p in EXECUTION_PARAMS):
+        return key
+    return dump_key(ident)
+
+
+def dump_key(ident: dict) -> str:
+    """The canonical JSON of a cell's identity (execution parameters left out)."""
+    ident = dict(ident)
+    if isinstance(ident.get("params"), dict):
+        ident["params"] = {k: v for k, v in ident["params"].items() if k not in EXECUTION_PARAMS}
+    return json.dumps(jsonable(ident), sort_keys=True, separators=(",", ":"))
+
+
+def stored_key(key: str, own_key: str | None) -> str:
+    """The key a finished cell read from a file is kept under: its stored ``key`` (normalised)
+    where its fields give that key back (``own_key``, ``None`` when they cannot), else a key that
+    no planned cell has, so its records are never taken for another cell's."""
+    key = normalize_key(key)
+    return key if own_key == key else _UNMATCHED + key

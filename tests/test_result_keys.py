@@ -1,0 +1,89 @@
+"""Committed results keep their cell keys (``dmh reproduce --reuse docs/results/NAME`` finds them),
+and the table of :mod:`dmh._keys` agrees with the methods it describes."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from dmh import _keys, evaluation
+from dmh.experiments.runner import plan_cells
+from dmh.registry import BUILTIN_METHODS, get_method_class
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+#: per committed experiment folder: how many of its stored cells (by key: one per dataset and cell)
+#: today's plan of its config gives back the keys of. The others were made with other defaults (the
+#: folder's config.json and report say which) and are reported, not reused. A change of a default or
+#: of the key layout lowers a count: that must be a decision (an entry of dmh._keys keeps the keys).
+REUSABLE = {
+    "fig2": 80, "fig3": 80, "fig4": 360, "peers": 1740, "table1": 680, "table1_fashion": 340,
+    "table7": 40,
+}
+
+
+def _identity(key: str) -> str:
+    """A key without the data's fingerprint (it names the file's path on the machine that ran it)."""
+    ident = json.loads(_keys.normalize_key(key))
+    for field in ("data", "split"):
+        ident.pop(field, None)
+    return json.dumps(ident, sort_keys=True)
+
+
+@pytest.fixture
+def fast_full_params(monkeypatch):
+    """full_params once per (method, parameters): thousands of cells share a few settings."""
+    real = evaluation.full_params
+
+    @functools.cache
+    def cached(method, frozen):
+        return json.dumps(real(method, json.loads(frozen)))
+
+    def fast(method, params=None):
+        return json.loads(cached(method, json.dumps(params or {}, sort_keys=True)))
+
+    monkeypatch.setattr(evaluation, "full_params", fast)
+
+
+def _planned(folder: Path) -> set[str]:
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    fp = {"source": "-", "size": 0, "sha256": "-", "split": "-"}
+    return {
+        _identity(evaluation.make_cell(
+            dataset=c["dataset"], fingerprint=fp, method=c["method"], params=c["params"], n_bits=c["n_bits"],
+            paired_ratio=c["paired_ratio"], seed=c["seed"], label=c["label"], grid=c["grid"], source=c["source"],
+            pairs_only=c["pairs_only"])["key"])
+        for c in plan_cells(cfg)
+    }
+
+
+@pytest.mark.parametrize("name", sorted(REUSABLE))
+def test_committed_results_keep_their_keys(name, fast_full_params):
+    folder = RESULTS / name
+    records = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))["records"]
+    stored = {_identity(r["cell_key"]) for r in records if r.get("cell_key")}
+    assert len(stored & _planned(folder)) == REUSABLE[name]
+
+
+def test_the_table_names_options_of_the_methods_it_describes():
+    for method in set(_keys.ADDED_OPTIONS) | set(_keys.REMOVED_OPTIONS):
+        assert method in BUILTIN_METHODS
+        params = set(get_method_class(method)().get_params(deep=False))
+        assert set(_keys.ADDED_OPTIONS.get(method, {})) <= params  # added: a parameter today
+        assert not set(_keys.REMOVED_OPTIONS.get(method, {})) & params  # removed: not one any more
+
+
+def test_key_params_and_model_params():
+    full = {"ridge_solver": "sklearn", "gamma": 0.01, "device": "cpu"}
+    assert _keys.key_params("dmh", full) == {"gamma": 0.01, "device": "cpu", **_keys.REMOVED_OPTIONS["dmh"]}
+    assert _keys.key_params("dmh", {"ridge_solver": "dual"})["ridge_solver"] == "dual"  # not the old value: kept
+    assert _keys.fit_params("dmh", {"dam_tol": None, "gamma": 0.1}) == {"gamma": 0.1}
+    params, unknown = _keys.model_params("dmh", {"gamma": 0.1, "dam_tol": None, "gamam": 1}, {"gamma", "ridge_solver"})
+    assert params == {"gamma": 0.1, "ridge_solver": "sklearn"} and unknown == ["gamam"]
+    key = json.dumps({"params": {"device": "cuda", "gamma": 0.1}, "method": "dmh"})
+    assert _keys.normalize_key(key) == '{"method":"dmh","params":{"gamma":0.1}}'
+    assert _keys.stored_key(key, '{"method":"dmh","params":{"gamma":0.1}}') == '{"method":"dmh","params":{"gamma":0.1}}'
+    assert _keys.stored_key(key, None).startswith("stale:")
