@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import pickle
 import warnings
 
 import numpy as np
@@ -63,6 +64,15 @@ def test_thai_words_with_pythainlp():
     terms = thai("รองเท้าวิ่งสีดำสำหรับผู้ชาย iPhone")
     assert "รองเท้า" in terms and "ผู้ชาย" in terms and "สำหรับ" in terms and terms[-1] == "iphone"
     assert "".join(terms[:-1]) == "รองเท้าวิ่งสีดำสำหรับผู้ชาย"  # words cover the run, nothing lost
+    assert pickle.loads(pickle.dumps(thai))("ผู้ชาย") == ["ผู้ชาย"]  # picklable once used (Ray, processes)
+    # a new bag of words over Thai captions segments them when pythainlp is there, and says so
+    from dmh.featurize import bow_features
+
+    analyzer = UnicodeAnalyzer.for_texts(["รองเท้าวิ่ง", "รองเท้าสีดำ"])
+    X, vocab = bow_features(["รองเท้าวิ่ง", "รองเท้าสีดำ"], analyzer=analyzer)
+    assert analyzer.thai == "pythainlp-newmm" and "รองเท้า" in vocab and X[:, vocab.index("รองเท้า")].tolist() == [1, 1]
+    assert FeaturizerSpec(text=FeaturizerSpec.bow_settings(vocab, analyzer.settings())).text_analyzer().thai == (
+        "pythainlp-newmm")
 
 
 def test_ascii_text_gives_exactly_sklearns_words():
@@ -143,3 +153,17 @@ def test_a_thai_bag_of_words_names_its_extra_when_pythainlp_is_missing(monkeypat
     assert any("dmh[thai]" in m for m in spec.missing_extras())
     with pytest.raises(MissingExtraError, match=r"pythainlp.*dmh\[thai\]"):
         spec.text_features(["รองเท้า"])
+
+
+def test_a_collection_built_before_reads_queries_with_its_token_pattern(shapes_collection):
+    """A collection whose model holds a spec as the old code wrote it reads a query as it was
+    built: scikit-learn's words (a run of Han characters is one word), not the new terms."""
+    from dmh.collection import Collection
+
+    col = Collection(shapes_collection)
+    old = json.loads(json.dumps(OLD_SPEC))
+    old["text"]["vocabulary"] = col.model.featurizer_.text["vocabulary"]
+    col.model.featurizer_ = FeaturizerSpec.from_dict(old)
+    read = col.read_text("a red circle iPhone手机壳")
+    assert read.known_words == ["red", "circle"] and read.unknown_words == ["iphone手机壳"]
+    assert len(col.search_text("a red circle iPhone手机壳", 3)) == 3

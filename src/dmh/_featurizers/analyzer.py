@@ -171,9 +171,8 @@ class UnicodeAnalyzer:
         if self._thai_words is None:
             from .extras import _require
 
-            tokenize = _require("pythainlp.tokenize", THAI_EXTRA, "Thai word segmentation").word_tokenize
-            self._thai_words = lambda s: tokenize(s, engine="newmm", keep_whitespace=False)
-        return [w for w in self._thai_words(run) if w.strip()]
+            self._thai_words = _require("pythainlp.tokenize", THAI_EXTRA, "Thai word segmentation").word_tokenize
+        return [w for w in self._thai_words(run, engine="newmm", keep_whitespace=False) if w.strip()]
 
     def __call__(self, text) -> list[str]:
         if not isinstance(text, str):
