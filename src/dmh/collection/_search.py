@@ -46,7 +46,7 @@ class TextQuery:
     text: str
     known_words: list[str]
     unknown_words: list[str]
-    vocabulary_size: int | None  # None: the text features read any text (MiniLM)
+    vocabulary_size: int | None  # None: the text features read any text (a sentence model)
 
     @property
     def readable(self) -> bool:
@@ -58,7 +58,8 @@ class TextQuery:
         if self.vocabulary_size is None:
             return None
         if not self.known_words and not self.unknown_words:
-            return "no ranking: the query has no word of two or more letters or digits"
+            return ("no ranking: the query has no word of two or more letters or digits and no CJK or Thai "
+                    "character (emoji, punctuation and symbols are not read)")
         if not self.known_words:
             return (f"no ranking: none of the query's words is in the collection's vocabulary of "
                     f"{self.vocabulary_size:,} words from its captions (unknown: {', '.join(self.unknown_words)})")
@@ -213,23 +214,18 @@ class Collection:
         return self.model.encode_raw(texts=[text])
 
     def read_text(self, text: str) -> TextQuery:
-        """How the collection's text featurizer reads a query: with a bag of words, its words (runs
-        of two or more letters or digits, lower-cased, as the captions were read) split into those
-        of the vocabulary and the others; MiniLM reads any text, so no word is unknown to it."""
+        """How the collection's text featurizer reads a query: with a bag of words, its terms (as
+        the captions were read: words, CJK character pairs, Thai words; see
+        :class:`dmh._featurizers.analyzer.UnicodeAnalyzer`) split into those of the vocabulary and
+        the others; a sentence model reads any text, so no word is unknown to it."""
         if not isinstance(text, str) or not text.strip():
             raise CollectionError("the text query is empty")
         spec = self.model.featurizer_.text
         if spec is None or spec.get("model") != "bow":
             return TextQuery(text, [], [], None)
         if self._analyzer is None:
-            from sklearn.feature_extraction.text import CountVectorizer
-
-            from ..featurizer_spec import BOW_TOKEN_PATTERN
-
             self._vocabulary = frozenset(spec["vocabulary"])
-            reader = CountVectorizer(lowercase=bool(spec.get("lowercase", True)),
-                                     token_pattern=spec.get("token_pattern", BOW_TOKEN_PATTERN))
-            self._analyzer = reader.build_analyzer()
+            self._analyzer = self.model.featurizer_.text_analyzer()
         words = list(dict.fromkeys(self._analyzer(text)))
         return TextQuery(text, [w for w in words if w in self._vocabulary],
                          [w for w in words if w not in self._vocabulary], len(self._vocabulary))

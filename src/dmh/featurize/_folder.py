@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from .._atomic import atomic_write_text
+from .._featurizers.analyzer import UnicodeAnalyzer
 from .._featurizers.extras import TEXT_FEATURES, UnreadableImageWarning
 from .._featurizers.images import EfficientNetLite0Encoder, _encoder_name, image_features
-from .._featurizers.texts import bow_features, sentence_features
+from .._featurizers.texts import bow_features, sentence_model_features
 from ..data import CrossModalData
 from ..errors import DataError, DataFileError, ParameterError
 from ..featurizer_spec import FEATURIZER_KEY, FeaturizerSpec
@@ -37,6 +38,7 @@ class FeaturizeReport:
     ignored_files: list[str] = field(default_factory=list)
     label_names: list[str] | None = None
     vocabulary: list[str] | None = None
+    analyzer: dict | None = None  # the bag of words' analyzer settings (UnicodeAnalyzer.settings())
     seconds_images: float = 0.0
     seconds_texts: float = 0.0
 
@@ -106,8 +108,10 @@ def featurize(
     texts : path, optional
         CSV/TSV file with ``id_column`` and ``text_column`` (and ``labels_column``); see
         :func:`read_texts`.
-    text_features : {"bow", "minilm"}
-        Binary bag of words (``vocabulary_size`` words) or MiniLM sentence embeddings.
+    text_features : {"bow", "minilm", "use-multilingual"}
+        Binary bag of words (``vocabulary_size`` terms, any script:
+        :class:`dmh._featurizers.analyzer.UnicodeAnalyzer`), MiniLM sentence embeddings (English),
+        or the multilingual Universal Sentence Encoder's (16 languages).
     image_encoder : callable, optional
         Maps a float32 batch (b, 3, 224, 224) of :func:`preprocess_image` arrays to (b, d) features.
         Default: :class:`EfficientNetLite0Encoder` (1280-d), created only when there are images.
@@ -186,14 +190,16 @@ def featurize(
         t0 = time.perf_counter()
         if text_features == "bow":
             try:
-                X, report.vocabulary = bow_features(observed, vocabulary_size=vocabulary_size)
+                analyzer = UnicodeAnalyzer.for_texts(observed)
+                X, report.vocabulary = bow_features(observed, vocabulary_size=vocabulary_size, analyzer=analyzer)
+                report.analyzer = analyzer.settings()
             except DataError as exc:
                 raise DataFileError(texts, str(exc)) from None
             report.empty_bow = [
                 ids[i] for i, row in zip(np.flatnonzero(text_mask), X, strict=True) if not row.any()
             ]
         else:
-            X = sentence_features(observed, progress=progress)
+            X = sentence_model_features(text_features, observed, progress=progress)
         report.seconds_texts = time.perf_counter() - t0
         text = np.zeros((n, X.shape[1]), dtype=np.float32)
         text[text_mask] = X

@@ -19,8 +19,8 @@ Search answers: ``{"query", "target", "k", "took_ms", "results": [{"id", "name",
 "distance", "thumbnail", "photo"}]}``, nearest first (ties by smaller id); ``thumbnail`` and
 ``photo`` are URLs, or null for a caption without a photo. A text search also answers
 ``unknown_words``: the query's words that a bag-of-words collection does not know (left out of
-the search; always empty with MiniLM text features), and, when it knows none of them, no results
-and a ``note`` saying so.
+the search; always empty with sentence-model text features), and, when it knows none of them, no
+results and a ``note`` saying why (also when the query has no word at all, e.g. emoji only).
 
 Limits (:class:`Limits`): upload size (413), ``k`` (400), query length (400); an upload that takes
 longer than ``upload_timeout`` seconds to arrive (408); the bytes of all uploads being received at
