@@ -82,6 +82,7 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
     dict kept in ``build.json``) receives the held-out split's size, each candidate's score (read
     back from it when resuming: those candidates are not fitted again) and the choice; ``save()``
     writes it after each candidate."""
+    from ..rerank import reranked_pair_scores
     from ..selection import holdout_pairs, pair_retrieval_scores, score_model
 
     n_pair = int(data.n_paired)
@@ -115,10 +116,15 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
             continue
         seconds = time.perf_counter() - t0
         s = score_model(model, held)
+        r = reranked_pair_scores(model.project(held.image, modality="image"), model.project(held.text, modality="text"))
+        rerank = r["mrr"] >= s["score"]  # the search this candidate would serve: re-ranked where that finds more
+        served = r if rerank else s
         scores[name] = {
-            "score": round(s["score"], 6),
-            "image->text": round(s["image->text"]["mrr"], 6), "text->image": round(s["text->image"]["mrr"], 6),
-            "recall@10": round((s["image->text"]["recall@10"] + s["text->image"]["recall@10"]) / 2, 6),
+            "score": round(served["mrr"], 6),
+            "image->text": round(served["image->text"]["mrr"], 6),
+            "text->image": round(served["text->image"]["mrr"], 6),
+            "recall@10": round((served["image->text"]["recall@10"] + served["text->image"]["recall@10"]) / 2, 6),
+            "rerank": bool(rerank), "hamming_score": round(s["score"], 6), "reranked_score": round(r["mrr"], 6),
             "fit_seconds": round(seconds, 2),
         }
         save()
@@ -140,4 +146,23 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
 def _shown(row: dict) -> str:
     if row.get("score") is None:
         return f"none ({row.get('error')})"
-    return f"{row['score']:.3f} (photo->caption {row['image->text']:.3f}, caption->photo {row['text->image']:.3f})"
+    how = ""
+    if "reranked_score" in row:
+        how = (f"; re-ranked {row['reranked_score']:.3f}, Hamming alone {row['hamming_score']:.3f}: "
+               f"{'re-ranks' if row['rerank'] else 'Hamming alone'}")
+    return (f"{row['score']:.3f} (photo->caption {row['image->text']:.3f}, caption->photo {row['text->image']:.3f}"
+            f"{how})")
+
+
+def rerank_decision(record: dict | None) -> dict:
+    """Whether the collection's searches re-rank (``build.json`` ``"rerank"``): for ``auto``, as its
+    held-out pairs found for the chosen candidate (re-ranked when that scored at least as well as
+    Hamming distance alone); otherwise, and for a candidate scored before re-ranking was, on."""
+    from ..rerank import OVERSAMPLE
+
+    row = ((record or {}).get("scores") or {}).get((record or {}).get("chosen"), {})
+    if "rerank" in row:
+        return {"on": bool(row["rerank"]), "oversample": OVERSAMPLE,
+                "reason": f"held-out pairs: re-ranked {row['reranked_score']:.3f}, Hamming alone "
+                          f"{row['hamming_score']:.3f}"}
+    return {"on": True, "oversample": OVERSAMPLE, "reason": "default"}
