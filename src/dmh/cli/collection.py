@@ -92,7 +92,8 @@ def _wait_option(f):
               help="Hashing method (dmh, cca-itq, fsh, ...), or auto: the best of --candidates on the "
               "collection's own held-out captioned photos (no labels).")
 @click.option("--candidates", default=None, metavar="M1,M2,...",
-              help="With --method auto: the methods compared [default: dmh,cca-itq,fsh,spdh].")
+              help="With --method auto: the methods compared [default: dmh,cca-itq,fsh,spdh,sadch,ucch,djsrh,jdsh,"
+              "dgcpn].")
 @click.option("--param", "params", multiple=True,
               help="KEY=VALUE hyperparameter of the method (with --method auto: METHOD.KEY=VALUE).")
 @click.option("--image-model", type=click.Choice(["efficientnet-lite0", "pixels-16"]),

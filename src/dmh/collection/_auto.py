@@ -5,7 +5,10 @@ A seeded share of the captioned photos (:func:`dmh.selection.holdout_pairs`: 15%
 at most 500, never more than half) is held out; each candidate method is fitted on the other items
 and scored by how well the held-out photos and captions find each other
 (:func:`dmh.selection.score_model`: the mean reciprocal rank of the true partner, both directions,
-as ``dmh tune`` scores settings). The best candidate is then fitted again on every item, held-out
+as ``dmh tune`` scores settings), once by Hamming distance alone and once re-ranked by the real
+values behind the codes (:func:`dmh.rerank.reranked_pair_scores`); a candidate's score is the
+better of the two, the search it would serve, and the chosen one's decides whether the collection
+re-ranks (``build.json`` ``"rerank"``). The best candidate is then fitted again on every item, held-out
 pairs included: pairs are what the methods learn the link between photos and words from, and a
 collection has few of them. Each candidate's score is written to ``build.json`` as it is known, so
 an interrupted build resumes at the next candidate.
@@ -19,9 +22,14 @@ import numpy as np
 
 from ..errors import CollectionError, DmhError, ParameterError
 
-#: the candidates of ``method="auto"`` unless told otherwise: DMH and the methods that retrieve best
-#: on real photos with short captions (docs/peers_linear.md)
-DEFAULT_CANDIDATES = ("dmh", "cca-itq", "fsh", "spdh")
+#: the candidates of ``method="auto"`` unless told otherwise: DMH, the linear methods that retrieve
+#: best on real photos with short captions (docs/peers_linear.md), and every deep peer whose fit is
+#: within :data:`FIT_BUDGET_CPU_S` (ties in score go to the first listed)
+DEFAULT_CANDIDATES = ("dmh", "cca-itq", "fsh", "spdh", "sadch", "ucch", "djsrh", "jdsh", "dgcpn")
+#: the budget of a default candidate: CPU seconds of one fit (one thread, 64 bits) on a collection
+#: of the shared fashion photos' size (2,080 items, 1,040 of them captioned), no more than DMH's own
+#: fit; measured by ``benchmarks/bench_auto_candidates.py`` (docs/collection.md)
+FIT_BUDGET_CPU_S = 40
 #: the share of the captioned photos held out to score the candidates (as ``dmh tune``)
 HOLDOUT = 0.15
 #: fewer pairs than this and the candidates are not compared: the first one is used
