@@ -1,7 +1,8 @@
 """Re-ranking measured: what it changes in a collection's answers, and what it costs.
 
     python benchmarks/bench_rerank.py quality [--workdir /tmp/dmh-bench-engineers] [--data ../shared/data/fashion]
-        [--collections bow-dmh,bow-cca-itq,bow-spdh] [--oversample 2,5,10,20] [--out rerank_quality.json]
+        [--collections bow-dmh,bow-cca-itq,bow-spdh] [--oversample 2,5,10,20] [--n-train N --n-query N]
+        [--image-model efficientnet-lite0] [--out rerank_quality.json]
     python benchmarks/bench_rerank.py cost [--items 10000,1000000] [--bits 64] [--queries 200] [--out rerank_cost.json]
 
 **quality** searches collections that ``benchmarks/bench_engineers_path.py`` built (same
@@ -143,6 +144,9 @@ def quality_main(args) -> dict:
 
     data = Path(args.data)
     products = eng.read_products(data)
+    if args.n_train or args.n_query:  # as bench_engineers_path.py samples them (its --quick: 240 and 60)
+        products = eng.subsample(products, args.n_train or sum(p["split"] == "train" for p in products),
+                                 args.n_query or sum(p["split"] == "query" for p in products), args.seed)
     tag = f"n{sum(p['split'] == 'train' for p in products)}-seed{args.seed}-{args.image_model}-{args.bits}"
     base = Path(args.workdir) / tag
     if not base.is_dir():
@@ -278,6 +282,8 @@ def main(argv=None) -> int:
     q.add_argument("--image-model", default="efficientnet-lite0")
     q.add_argument("--bits", type=int, default=64)
     q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--n-train", type=int, default=None, help="as bench_engineers_path.py --n-train")
+    q.add_argument("--n-query", type=int, default=None, help="as bench_engineers_path.py --n-query")
     q.add_argument("--out", default=None)
     c = sub.add_parser("cost", help="latency and memory on synthetic collections")
     c.add_argument("--items", default="10000,1000000")

@@ -211,8 +211,13 @@ def test_cli_build_search_formats(tmp_path, shapes_collection):
     out = json.loads(res.output)
     col = Collection(shapes_collection)
     assert [r["id"] for r in out["results"]] == [h.id for h in col.search_text("a blue square", k=4)]
+    assert all(isinstance(r["score"], float) for r in out["results"])  # re-ranked (tests/test_rerank.py)
+    res = runner.invoke(cli, ["search", str(shapes_collection), "--text", "a blue square", "--k", "4",
+                              "--format", "json", "--no-rerank"])
+    plain = Collection(shapes_collection, rerank=False).search_text("a blue square", k=4)
+    assert [(r["id"], r["score"]) for r in json.loads(res.output)["results"]] == [(h.id, None) for h in plain]
     res = runner.invoke(cli, ["search", str(shapes_collection), "--like", "3", "--k", "3", "--format", "csv"])
-    assert res.exit_code == 0 and res.output.splitlines()[0] == "rank,id,distance,name,image,caption"
+    assert res.exit_code == 0 and res.output.splitlines()[0] == "rank,id,distance,name,image,caption,score"
     assert len(res.output.splitlines()) == 4
     res = runner.invoke(cli, ["search", str(shapes_collection), "--image",
                               str(shapes_collection.parent / "query.png"), "--target", "texts"])

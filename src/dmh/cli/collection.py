@@ -196,9 +196,10 @@ def _hits_text(hits, fmt: str, query: dict, extra: dict | None = None) -> str:
     buf = io.StringIO()
     if fmt == "csv":
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["rank", "id", "distance", "name", "image", "caption"])
+        w.writerow(["rank", "id", "distance", "name", "image", "caption", "score"])
         for r, h in enumerate(rows, start=1):
-            w.writerow([r, h["id"], h["distance"], h["name"], h["image"] or "", h["caption"] or ""])
+            w.writerow([r, h["id"], h["distance"], h["name"], h["image"] or "", h["caption"] or "",
+                        "" if h["score"] is None else h["score"]])
         return buf.getvalue()
     lines = [f"{'rank':>4}  {'id':>6}  {'dist':>4}  {'name':<24}  caption"]
     for r, h in enumerate(rows, start=1):
@@ -208,7 +209,7 @@ def _hits_text(hits, fmt: str, query: dict, extra: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _search_collection(path, text, image, like, k, target, fmt, out):
+def _search_collection(path, text, image, like, k, target, fmt, out, rerank=None):
     from .._atomic import atomic_write_text, check_writable
     from ..collection import Collection
     from ..errors import CollectionError
@@ -224,7 +225,7 @@ def _search_collection(path, text, image, like, k, target, fmt, out):
         check_writable(Path(out), "--out")
     extra = {}
     with _warnings_to_stderr():
-        col = Collection(path)
+        col = Collection(path, rerank=rerank)
         if text is not None:
             read = col.read_text(text)
             hits, query = col.search_text(text, k, target), {"text": text}
@@ -256,7 +257,7 @@ def _make_search():
 
     old = {p.name: p for p in index_search.params}
 
-    def callback(index_path, text, image, like, target, fmt, **kw):
+    def callback(index_path, text, image, like, target, fmt, rerank, **kw):
         from ..collection import is_collection
 
         if not index_path.startswith("milvus:") and not Path(index_path).exists():
@@ -270,7 +271,9 @@ def _make_search():
                      if kw.get(n) is not None]
             if extra:
                 raise click.UsageError(f"{', '.join(extra)} apply to an index file, not to a collection")
-            return _search_collection(index_path, text, image, like, kw["k"], target, fmt, kw["out"])
+            return _search_collection(index_path, text, image, like, kw["k"], target, fmt, kw["out"], rerank)
+        if rerank is not None:
+            raise click.UsageError("--rerank/--no-rerank apply to a collection")
         if any(v is not None for v in (text, image, like)):
             raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is not one")
         if fmt == "table":
@@ -288,6 +291,9 @@ def _make_search():
                      help="Collection: return photos or captions."),
         click.Option(["--format", "fmt"], type=click.Choice(["table", "json", "csv"]), default=None,
                      help="Output format (collection default: table; index default: json)."),
+        click.Option(["--rerank/--no-rerank"], default=None,
+                     help="Collection: re-rank the Hamming candidates by the stored real values, or not "
+                          "[default: as the build decided, docs/collection.md#re-ranking]."),
     ] + [p for name, p in old.items() if name not in ("index_path", "fmt")]
     return click.Command(
         "search", callback=callback, params=params,
