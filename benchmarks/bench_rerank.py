@@ -43,12 +43,21 @@ K = 10
 
 
 # ------------------------------------------------------------------------------------------ quality
-def _search_features(col, X, modality: str, target: str, k: int = K):
-    """The answers of ``col`` to one featurized query (as ``search_text``/``search_image`` after the
-    featurizer)."""
-    codes, values = col._query_values(X, modality)
+def _encoded(col, X, modality: str):
+    """Codes and real values of featurized queries (those ``Collection`` computes for each), once
+    for every setting searched."""
+    from dmh.base import sign_codes
+
+    values = col.model.project(X, modality=modality)
+    return sign_codes(values), values
+
+
+def _answers(col, encoded, i: int, target: str, k: int = K):
+    """The answers of ``col`` to query ``i`` of ``encoded``, as ``search_text``/``search_image``
+    give them after the query is encoded."""
+    codes, values = encoded
     col._check(k, target)
-    return col._hits(codes, k, target, values=values)
+    return col._hits(codes[i : i + 1], k, target, values=values[i])
 
 
 def measure(col_path, *, text_queries, text_labels, image_query_features, image_labels, partner_texts, partner_ids,
@@ -65,31 +74,32 @@ def measure(col_path, *, text_queries, text_labels, image_query_features, image_
 
     col_path = Path(col_path)
     settings = [("hamming", False, 10)] + [(f"rerank x{o}", True, o) for o in oversamples]
-    spec = Collection(col_path, rerank=False).model.featurizer_
+    first = Collection(col_path, rerank=False)
+    spec = first.model.featurizer_
     Xt = spec.text_features(list(text_queries))
     Xp = spec.text_features(list(partner_texts))
+    qt, qp = _encoded(first, Xt, "text"), _encoded(first, Xp, "text")
+    qi = _encoded(first, image_query_features, "image")
     out = {}
     for name, on, o in settings:
-        col = Collection(col_path, rerank=on, oversample=o)
+        col = Collection(col_path, rerank=on, oversample=o, model=first.model)
         if on and not col.reranks:
             out[name] = None  # a collection without stored values
             continue
-        p_t = [sum(label_of_item[h.id] == lab for h in _search_features(col, Xt[i : i + 1], "text", "images")) / K
+        p_t = [sum(label_of_item[h.id] == lab for h in _answers(col, qt, i, "images")) / K
                for i, lab in enumerate(text_labels)]
-        p_i = [sum(label_of_item[h.id] == lab for h in
-                   _search_features(col, image_query_features[i : i + 1], "image", "texts")) / K
+        p_i = [sum(label_of_item[h.id] == lab for h in _answers(col, qi, i, "texts")) / K
                for i, lab in enumerate(image_labels)]
-        found = [any(h.id == own for h in _search_features(col, Xp[i : i + 1], "text", "images"))
-                 for i, own in enumerate(partner_ids)]
+        found = [any(h.id == own for h in _answers(col, qp, i, "images")) for i, own in enumerate(partner_ids)]
         out[name] = {"precision@10 text->images": round(float(np.mean(p_t)), 4),
                      "precision@10 image->texts": round(float(np.mean(p_i)), 4),
                      "partner_recall@10": round(float(np.mean(found)), 4)}
-    out["ties"] = _ties(col_path, Xp, partner_ids)
-    out["float16_vs_float32"] = _float16_agreement(col_path, Xt, Xp)
+    out["ties"] = _ties(col_path, qp[0], partner_ids)
+    out["float16_vs_float32"] = _float16_agreement(col_path, qt, qp)
     return out
 
 
-def _ties(col_path, Xp, partner_ids) -> dict:
+def _ties(col_path, q, partner_ids) -> dict:
     """For the partner queries: photos at or within the 10th answer's Hamming distance, and where
     the photo sought stands."""
     from dmh.collection import Collection
@@ -97,7 +107,6 @@ def _ties(col_path, Xp, partner_ids) -> dict:
 
     col = Collection(col_path, rerank=False)
     pos, codes = col._codes["images"]
-    q = col.model.encode(Xp, modality="text")
     D = hamming_distance(q, codes)
     d10 = np.sort(D, axis=1)[:, K - 1]
     own = D[np.arange(len(partner_ids)), [pos[int(i)] for i in partner_ids]]
@@ -109,7 +118,7 @@ def _ties(col_path, Xp, partner_ids) -> dict:
             "distinct photo codes": int(len(np.unique(codes, axis=0))), "photos": int(codes.shape[0])}
 
 
-def _float16_agreement(col_path, Xt, Xp) -> dict | None:
+def _float16_agreement(col_path, *encoded) -> dict | None:
     """The share of queries whose re-ranked top 10 (oversample 10) is the same list with the
     stored float16 values as with float32 values of the features."""
     from dmh.collection import Collection, _load_features
@@ -126,10 +135,10 @@ def _float16_agreement(col_path, Xt, Xp) -> dict | None:
     exact = col.model.project(data.image[[row[int(i)] for i in sorted_ids]], modality="image").astype(np.float32)
     same = []
     plain = Collection(col_path, rerank=False)
-    for X in (Xt, Xp):
-        for i in range(X.shape[0]):
-            codes, values = col._query_values(X[i : i + 1], "text")
-            cand = plain._hits(codes, 10 * K, "images")
+    for codes_all, values_all in encoded:
+        for i in range(codes_all.shape[0]):
+            values = values_all[i]
+            cand = plain._hits(codes_all[i : i + 1], 10 * K, "images")
             ids = np.array([h.id for h in cand])
             rows = np.searchsorted(sorted_ids, ids)
             dist = [h.distance for h in cand]
