@@ -183,6 +183,10 @@ def quality_main(args) -> dict:
             partner_texts=[p["text"] for p in split["uncaptioned"]],
             partner_ids=[by_name[p["photo"].stem] for p in split["uncaptioned"]],
             label_of_item=label_of_item, oversamples=oversamples)}
+        if args.out:  # after each collection: a long run keeps what it has measured
+            from dmh._atomic import atomic_write_text
+
+            atomic_write_text(Path(args.out), json.dumps(result, indent=1) + "\n")
     return result
 
 
