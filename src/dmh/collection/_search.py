@@ -89,8 +89,9 @@ class Hit:
 class Collection:
     """A built collection opened for search (read-only; see :func:`build_collection`).
 
-    ``search_text``, ``search_image`` and ``similar`` return :class:`Hit` lists, nearest first
-    (ties by smaller id), from the photos (``target="images"``) or the captions (``"texts"``).
+    ``search_text``, ``search_image`` and ``similar`` return :class:`Hit` lists, best first (by
+    re-ranking score where the collection re-ranks, else nearest first, ties by smaller id), from
+    the photos (``target="images"``) or the captions (``"texts"``).
 
     Re-ranking (:mod:`dmh.rerank`): a collection that keeps the real values behind its codes takes
     ``oversample * k`` candidates from the Hamming search and orders them by the cosine between
