@@ -2,7 +2,7 @@
 fashion product photos with each method and text feature, then search it as a user would.
 
     python benchmarks/bench_engineers_path.py [--data ../shared/data/fashion] [--workdir /tmp/dmh-bench-engineers]
-        [--language en|zh] [--methods dmh,cca-itq,fsh,spdh,jdsh,auto] [--candidates dmh,cca-itq,fsh,spdh]
+        [--language en|zh] [--methods dmh,cca-itq,fsh,spdh,jdsh,auto] [--candidates M1,M2,...]
         [--text-features bow,minilm,use-multilingual] [--bits 64] [--seed 0] [--api-queries 48]
         [--http-queries 48] [--cli-queries 24] [--out engineers.json] [--readme [README.md]]
     python benchmarks/bench_engineers_path.py --quick      # a few hundred photos, seconds; no README
@@ -150,7 +150,7 @@ def build(col: Path, split: dict, method: str, text: str, args, features_from: P
         cmd = dmh_command("build", split["photos"], split["captions"], "-o", col, "--method", method,
                           "--text-features", text, "--bits", args.bits, "--seed", args.seed,
                           "--image-model", args.image_model, "--no-progress")
-        if method == "auto":
+        if method == "auto" and args.candidates is not None:
             cmd += ["--candidates", args.candidates]
         if features_from is not None:
             cmd += ["--features-from", str(features_from)]
@@ -193,15 +193,16 @@ def quality(col_path: Path, split: dict, query_features: np.ndarray, label_of_ro
         hits = col.search_text(p["text"], K, "images")
         unanswered += not hits
         hits_t.append([label(h) for h in hits])
-    # photo -> captions: the held-out photos, featurized once, encoded by this collection's model
-    codes = col.model.encode(query_features, modality="image")
-    hits_i = []
-    for i in range(codes.shape[0]):
-        _, ids = col.indexes["texts"].search(codes[i : i + 1], K)
-        hits_i.append([label_of_row[int(col.item(j)["name"])] for j in ids[0].tolist() if j >= 0])
+    # photo -> captions: the held-out photos, featurized once, encoded (and re-ranked where the
+    # collection re-ranks) by this collection's model, as Collection.search_image does after featurizing
+    def photo_hits(i):
+        codes, values = col._query_values(query_features[i : i + 1], "image")
+        return col._hits(codes, K, "texts", values=values)
+
+    n_photos = query_features.shape[0]
+    hits_i = [[label(h) for h in photo_hits(i)] for i in range(n_photos)]
     same = sum([h.id for h in col.search_image(split["query"][i]["photo"], K, "texts")]
-               == [j for j in col.indexes["texts"].search(codes[i : i + 1], K)[1][0].tolist() if j >= 0]
-               for i in range(min(5, codes.shape[0])))
+               == [h.id for h in photo_hits(i)] for i in range(min(5, n_photos)))
     # partner recall: the withheld titles of the collection's uncaptioned photos
     by_name = {it["name"]: it["id"] for it in col.items}
     found = []
@@ -216,9 +217,10 @@ def quality(col_path: Path, split: dict, query_features: np.ndarray, label_of_ro
         "partner_recall@10": round(float(np.mean(found)), 4),
         "text_queries_unanswered": int(unanswered),
         "n_text_queries": len(split["query"]),
-        "n_image_queries": int(codes.shape[0]),
+        "n_image_queries": int(n_photos),
+        "reranked": bool(col.reranks),
         "n_partner_queries": len(found),
-        "image_queries_checked_against_search_image": f"{same} of {min(5, codes.shape[0])} same answers",
+        "image_queries_checked_against_search_image": f"{same} of {min(5, n_photos)} same answers",
     }
 
 
@@ -339,6 +341,8 @@ def table(result: dict, text_features: str | None = None) -> str:
         name = r["method"]
         if name == "auto":
             name = f"**auto → {r['auto_chosen']}**"
+        if q.get("reranked"):
+            name += " (re-ranked)"
         lat = r.get("latency", {})
         lines.append(
             f"| {r['text_features']} | {name} | {_f(q['precision@10 text->images'])} | "
@@ -394,7 +398,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default=None, help="where the collections are built and kept "
                     "(default: /tmp/dmh-bench-engineers, or -quick)")
     ap.add_argument("--methods", default="dmh,cca-itq,fsh,spdh,jdsh,auto")
-    ap.add_argument("--candidates", default="dmh,cca-itq,fsh,spdh", help="the candidates of --method auto")
+    ap.add_argument("--candidates", default=None, help="the candidates of --method auto (default: dmh build's)")
     ap.add_argument("--language", choices=("en", "zh"), default="en",
                     help="zh: the titles rendered in Chinese word by word (a non-English collection)")
     ap.add_argument("--text-features", default="bow,minilm")
@@ -416,7 +420,7 @@ def main(argv=None) -> int:
         args.image_model = "pixels-16"
         if args.methods == ap.get_default("methods"):
             args.methods = "cca-itq,fsh,auto"
-        if args.candidates == ap.get_default("candidates"):
+        if args.candidates is None:
             args.candidates = "cca-itq,fsh"
         if args.text_features == ap.get_default("text_features"):
             args.text_features = "bow"
@@ -475,7 +479,8 @@ def main(argv=None) -> int:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "processor": platform.processor()},
         "data": str(data), "language": args.language, "rendering": rendering,
         "image_model": args.image_model, "n_bits": args.bits, "seed": args.seed,
-        "text_features": text_features, "methods": methods, "candidates": args.candidates.split(","),
+        "text_features": text_features, "methods": methods,
+        "candidates": next((r["build"]["auto"].get("candidates") for r in runs if "auto" in r["build"]), None),
         "n_collection_photos": len(split["train"]), "n_captioned": len(split["train"]) - len(split["uncaptioned"]),
         "n_heldout_products": len(split["query"]), "runs": runs,
     }

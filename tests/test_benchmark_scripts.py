@@ -244,7 +244,9 @@ def test_engineers_path_quick_builds_searches_and_reports(tmp_path, capsys):
         assert {"features", "fit", "codes", "thumbs"} <= set(r["build"]["seconds"])
     chosen = runs["auto"]["auto_chosen"]
     assert chosen in ("cca-itq", "fsh") and runs["auto"]["quality"]["method_fitted"] == chosen
-    assert runs["auto"]["quality"]["precision@10 text->images"] == runs[chosen]["quality"]["precision@10 text->images"]
+    # auto searches re-ranked or not as its held-out pairs decided (a named method re-ranks by default)
+    decided = json.loads(Path(runs["auto"]["build"]["collection"], "build.json").read_text())["rerank"]["on"]
+    assert runs["auto"]["quality"]["reranked"] is decided and runs[chosen]["quality"]["reranked"] is True
     assert set(runs["auto"]["latency"]) == {"api_text_ms", "api_photo_ms", "http_text_ms", "http_photo_ms",
                                             "cli_text_ms"}
     assert "latency" not in runs["fsh"]
@@ -252,6 +254,24 @@ def test_engineers_path_quick_builds_searches_and_reports(tmp_path, capsys):
     for m in ("fsh", "auto"):
         log = Path(runs[m]["build"]["collection"] + ".log").read_text()
         assert "reusing the image features of 240 of 240 photos" in log
+    # bench_rerank.py on the same collections: re-ranked with the default oversampling it answers as the
+    # collection did (which re-ranks by default), and by Hamming distance alone as an old collection would
+    import bench_rerank
+
+    # collection did (which re-ranks by default), and auto (the chosen method fitted alike) answers as
+    # that collection does searched the way auto decided
+    rr = tmp_path / "rerank.json"
+    assert bench_rerank.main(["quality", "--workdir", str(tmp_path / "work"), "--collections", f"bow-{chosen}",
+                              "--oversample", "2,10", "--image-model", "pixels-16", "--n-train", "240",
+                              "--n-query", "60", "--out", str(rr)]) == 0
+    measured = json.loads(rr.read_text())["collections"][f"bow-{chosen}"]
+    for key in ("precision@10 text->images", "precision@10 image->texts", "partner_recall@10"):
+        assert measured["rerank x10"][key] == runs[chosen]["quality"][key]
+        assert measured["rerank x10" if decided else "hamming"][key] == runs["auto"]["quality"][key]
+        assert 0.0 <= measured["hamming"][key] <= 1.0 and 0.0 <= measured["rerank x2"][key] <= 1.0
+    assert measured["float16_vs_float32"]["queries"] == 60 + 120
+    assert bench_rerank.main(["cost", "--items", "3000", "--queries", "5"]) == 0
+    assert "| 3,000 | rerank x10 |" in capsys.readouterr().out
     readme = tmp_path / "README.md"
     readme.write_text("a\n<!-- results:engineers:start -->\nold\n<!-- results:engineers:end -->\nb\n")
     update_readme(bench.MARKER, bench.readme_block(result, bench.table(result)), readme)

@@ -46,8 +46,9 @@ def test_raw_query_equals_features_path(shapes_collection):
     hits = col.search_image(photo["image"], k=3)
     assert hits[0].distance == 0 and photo["id"] in [h.id for h in hits if h.distance == 0]
     assert [h.id for h in col.search_image(open(photo["image"], "rb").read(), k=3)] == [h.id for h in hits]
-    # results are ordered by (distance, id); "more like this" leaves the item out
-    d = [(h.distance, h.id) for h in col.search_text("a red circle", k=20)]
+    # by Hamming distance alone, results are ordered by (distance, id) (re-ranked: tests/test_rerank.py);
+    # "more like this" leaves the item out
+    d = [(h.distance, h.id) for h in Collection(shapes_collection, rerank=False).search_text("a red circle", k=20)]
     assert d == sorted(d) and len(d) == 20
     like = col.similar(photo["id"], k=10)
     assert photo["id"] not in [h.id for h in like] and len(like) == 10
@@ -210,8 +211,13 @@ def test_cli_build_search_formats(tmp_path, shapes_collection):
     out = json.loads(res.output)
     col = Collection(shapes_collection)
     assert [r["id"] for r in out["results"]] == [h.id for h in col.search_text("a blue square", k=4)]
+    assert all(isinstance(r["score"], float) for r in out["results"])  # re-ranked (tests/test_rerank.py)
+    res = runner.invoke(cli, ["search", str(shapes_collection), "--text", "a blue square", "--k", "4",
+                              "--format", "json", "--no-rerank"])
+    plain = Collection(shapes_collection, rerank=False).search_text("a blue square", k=4)
+    assert [(r["id"], r["score"]) for r in json.loads(res.output)["results"]] == [(h.id, None) for h in plain]
     res = runner.invoke(cli, ["search", str(shapes_collection), "--like", "3", "--k", "3", "--format", "csv"])
-    assert res.exit_code == 0 and res.output.splitlines()[0] == "rank,id,distance,name,image,caption"
+    assert res.exit_code == 0 and res.output.splitlines()[0] == "rank,id,distance,name,image,caption,score"
     assert len(res.output.splitlines()) == 4
     res = runner.invoke(cli, ["search", str(shapes_collection), "--image",
                               str(shapes_collection.parent / "query.png"), "--target", "texts"])

@@ -44,6 +44,13 @@ def test_auto_scores_every_candidate_without_labels_and_builds_with_the_best(tmp
     scores = {m: rec["scores"][m]["score"] for m in CHEAP}
     assert all(0.0 < s <= 1.0 for s in scores.values())
     assert rec["chosen"] == max(CHEAP, key=lambda m: scores[m]) and rec["refit"] is True
+    # each candidate is scored as it would search: re-ranked by its real values where that finds
+    # more held-out partners than Hamming distance alone; the chosen one's decides the collection's
+    for m in CHEAP:
+        row = rec["scores"][m]
+        assert row["score"] == max(row["hamming_score"], row["reranked_score"])
+        assert row["rerank"] == (row["reranked_score"] >= row["hamming_score"])
+    assert state["rerank"]["on"] == rec["scores"][rec["chosen"]]["rerank"] == Collection(col).reranks
     assert 10 <= rec["n_heldout_pairs"] < 36 and rec["n_fit"] == 52 - rec["n_heldout_pairs"]
     assert 0 < rec["random_score"] < min(scores.values())
     # the collection holds no labels at all: the choice cannot have read any
@@ -170,12 +177,28 @@ def test_features_from_reuses_image_features_and_refuses_other_ones(tmp_path):
                          image_model="pixels-16", progress=False, features_from=tmp_path / "missing")
 
 
+def test_auto_candidates_are_dmh_the_best_linear_methods_and_every_deep_peer():
+    """Every deep peer's fit is within auto's budget (benchmarks/bench_auto_candidates.py): a deep
+    peer added to the registry must be measured and listed here, or left out on purpose."""
+    from dmh.registry import get_method_class
+
+    deep = {"djsrh", "jdsh", "dgcpn", "ucch", "sadch"}
+    assert set(auto_module.DEFAULT_CANDIDATES) == {"dmh", "cca-itq", "fsh", "spdh"} | deep
+    assert auto_module.DEFAULT_CANDIDATES[0] == "dmh"  # ties go to the first listed
+    for name in deep:
+        assert getattr(get_method_class(name), "uses_torch", False), name
+    names, _ = auto_module.check_candidates(auto_module.DEFAULT_CANDIDATES, {}, 64)
+    assert names == list(auto_module.DEFAULT_CANDIDATES)
+
+
 @pytest.mark.filterwarnings("ignore:GBE stopped at max_iter")
 def test_unknown_words_with_every_method_auto_may_pick(tmp_path):
     """Whatever the method, a query with no known word gets no ranking and says why, and unknown
     words beside known ones are named and left out."""
     photos, captions = _shapes(tmp_path, 72)  # FSH needs 50 pairs
-    small = {"dmh": {"n_rounds": 1, "hidden_size": 64, "d": 16, "dam_epochs": 2, "gbe_max_iter": 20}}
+    small = {"dmh": {"n_rounds": 1, "hidden_size": 64, "d": 16, "dam_epochs": 2, "gbe_max_iter": 20},
+             "djsrh": {"epochs": 2}, "jdsh": {"epochs": 2}, "dgcpn": {"epochs": 2}, "ucch": {"epochs": 2},
+             "sadch": {"outer_iter": 1}}  # the query path is what is tested here, not the fits
     first = None
     for method in auto_module.DEFAULT_CANDIDATES:
         out = build_collection(photos, captions, tmp_path / method, method=method, n_bits=16,

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dmh.cli import main
@@ -69,8 +70,11 @@ def check_consistent(path: Path) -> list[dict]:
     _, _, feature_ids = load_features(P.features)
     assert feature_ids.tolist() == [it["id"] for it in items if has["image"](it) or has["text"](it)]
     for modality, holds in has.items():
-        codes, cids = load_codes(getattr(P, f"{modality}_codes"))
+        codes, cids, values = load_codes(getattr(P, f"{modality}_codes"), with_values=True)
         assert cids.tolist() == [it["id"] for it in items if holds(it)], modality
+        # the real values behind the codes (re-ranking) stay with their rows
+        assert values is not None and values.shape == codes.shape, modality
+        assert np.array_equal(np.where(values > 0, 1, -1), codes), modality
         if not P.store.is_file():
             assert _index_matches(HammingIndex.load(getattr(P, f"{modality}_index")), codes, cids), modality
     for it in items:
@@ -185,6 +189,7 @@ def test_a_replaced_caption_is_encoded_and_found_by_its_new_words(shapes_collect
     assert after.item(item["id"])["caption"] == new_text and after.item(item["id"])["image"] == item["image"]
     texts = _codes_of(after, "texts")
     assert texts[item["id"]] == new_code  # the stored featurizer and model, not refitted
+    assert after.reranks and after.search_text(new_text, 3, "texts")[0].score is not None
     assert texts[photo_only["id"]] == before.encode_text("a green square on the left")[0].tobytes()
     assert _codes_of(after, "images") == _codes_of(before, "images")
     hits = after.search_text(new_text, after.indexes["texts"].ntotal, "texts")

@@ -1,6 +1,11 @@
 """Code files: ``{-1,+1}`` codes and their ids in an ``.npz`` archive with a JSON header (no pickle),
 written atomically by :func:`save_codes` and read back, checked, by :func:`load_codes`. Both are
-also importable from :mod:`dmh.index`."""
+also importable from :mod:`dmh.index`.
+
+A code file may also hold ``values``: the real values whose signs are the codes, one float16 row of
+unit length per code (:func:`dmh.rerank.compact_values`), which a search re-ranks its Hamming
+candidates by. Files without them (``dmh encode``'s, or a collection's from before) are read as
+before; ``load_codes(path, with_values=True)`` then gives ``None`` for them."""
 
 from __future__ import annotations
 
@@ -19,15 +24,23 @@ __all__ = ["CODES_FORMAT_VERSION", "load_codes", "save_codes"]
 CODES_FORMAT_VERSION = 1
 
 
-def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
+def save_codes(path, codes, ids=None, *, modality: str | None = None, values=None) -> Path:
     """Write ``{-1,+1}`` codes (int8 ``codes``) and their ``ids`` (int64; default ``0..n-1``) to an
-    ``.npz`` file, atomically."""
+    ``.npz`` file, atomically; with ``values`` (the real values whose signs are the codes, shape of
+    ``codes``), also those, as :func:`dmh.rerank.compact_values` keeps them."""
     arr = _check_pm1(codes, "codes").astype(np.int8)
     ids = (
         np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     )
     if ids.shape != (arr.shape[0],):
         raise DataError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
+    extra = {}
+    if values is not None:
+        from .rerank import compact_values
+
+        if np.shape(values) != arr.shape:
+            raise DataError(f"values must have the shape of the codes {arr.shape}, got {np.shape(values)}")
+        extra["values"] = compact_values(values)
     meta = {
         "format": "dmh-codes",
         "format_version": CODES_FORMAT_VERSION,
@@ -36,12 +49,14 @@ def save_codes(path, codes, ids=None, *, modality: str | None = None) -> Path:
     }
     path = Path(path)
     with atomic_path(path, suffix=".tmp") as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, codes=arr, ids=ids, **{META_KEY: json_bytes(meta)})
+        np.savez(fh, codes=arr, ids=ids, **extra, **{META_KEY: json_bytes(meta)})
     return path
 
 
-def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
-    """Read a code file: ``(codes, ids)``, int8 ``{-1,+1}`` ``(n, n_bits)`` and int64 ``(n,)``.
+def load_codes(path, *, with_values: bool = False) -> tuple:
+    """Read a code file: ``(codes, ids)``, int8 ``{-1,+1}`` ``(n, n_bits)`` and int64 ``(n,)``;
+    with ``with_values=True``, ``(codes, ids, values)``: the stored values (float16, shape of the
+    codes), or ``None`` when the file holds none.
 
     Besides files written by :func:`save_codes`, any ``.npz`` with a ``codes`` array (``{-1,+1}``)
     and optionally ``ids`` is accepted.
@@ -76,4 +91,13 @@ def load_codes(path) -> tuple[np.ndarray, np.ndarray]:
         raise CodesFileError(path, f"ids must be integers, got dtype {ids.dtype}")
     if ids.size and (ids.min() < 0 or np.unique(ids).size != ids.size):
         raise CodesFileError(path, "ids must be unique non-negative row numbers")
-    return codes, ids.astype(np.int64)
+    if not with_values:
+        return codes, ids.astype(np.int64)
+    values = arrays.get("values")
+    if values is not None:
+        if values.shape != codes.shape or values.dtype != np.float16:
+            raise CodesFileError(path, f"holds values of shape {values.shape} and dtype {values.dtype}; expected "
+                                 f"float16 of the codes' shape {codes.shape}")
+        if not np.isfinite(values).all():
+            raise CodesFileError(path, "holds values that are NaN or infinite")
+    return codes, ids.astype(np.int64), values

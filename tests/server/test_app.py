@@ -47,6 +47,7 @@ def test_text_search_matches_library(client, shapes_collection):
         hits = col.search_text("a green square", 7, target)
         assert [x["id"] for x in body["results"]] == [h.id for h in hits]
         assert [x["distance"] for x in body["results"]] == [h.distance for h in hits]
+        assert [x["score"] for x in body["results"]] == [h.score for h in hits] and col.reranks
         for x in body["results"]:
             assert (x["thumbnail"] is None) == (col.item(x["id"])["image"] is None)
     thumb = client.get(body["results"][0]["thumbnail"] or "/thumbs/0.jpg")

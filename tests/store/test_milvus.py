@@ -174,6 +174,11 @@ def test_collection_in_milvus_answers_as_local(tmp_path, shapes_collection):
         ]
 
     assert answers(milvus) == answers(local)
+    # both re-rank the candidates by the values kept in the collection folder, and by Hamming alone
+    # they answer alike too
+    assert milvus.reranks and local.reranks
+    assert answers(Collection(col_m, rerank=False)) == answers(Collection(shapes_collection, rerank=False))
+    assert any(h.score is not None for h in milvus.search_text("a red circle", 15))
     # the served API on the Milvus collection
     pytest.importorskip("starlette")
     pytest.importorskip("httpx")

@@ -94,7 +94,8 @@ def _wait_option(f):
               help=methods_help("Hashing method") + "; or auto: the best of --candidates on the collection's own "
               "held-out captioned photos (no labels).")
 @click.option("--candidates", default=None, metavar="M1,M2,...",
-              help="With --method auto: the methods compared [default: dmh,cca-itq,fsh,spdh].")
+              help="With --method auto: the methods compared [default: dmh,cca-itq,fsh,spdh,sadch,ucch,djsrh,jdsh,"
+              "dgcpn].")
 @click.option("--param", "params", multiple=True,
               help="KEY=VALUE hyperparameter of the method (with --method auto: METHOD.KEY=VALUE).")
 @click.option("--image-model", type=click.Choice(["efficientnet-lite0", "pixels-16"]),
@@ -258,9 +259,10 @@ def _hits_text(hits, fmt: str, query: dict, extra: dict | None = None) -> str:
     buf = io.StringIO()
     if fmt == "csv":
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["rank", "id", "distance", "name", "image", "caption"])
+        w.writerow(["rank", "id", "distance", "name", "image", "caption", "score"])
         for r, h in enumerate(rows, start=1):
-            w.writerow([r, h["id"], h["distance"], h["name"], h["image"] or "", h["caption"] or ""])
+            w.writerow([r, h["id"], h["distance"], h["name"], h["image"] or "", h["caption"] or "",
+                        "" if h["score"] is None else h["score"]])
         return buf.getvalue()
     lines = [f"{'rank':>4}  {'id':>6}  {'dist':>4}  {'name':<24}  caption"]
     for r, h in enumerate(rows, start=1):
@@ -270,7 +272,7 @@ def _hits_text(hits, fmt: str, query: dict, extra: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def search_collection(path, text, image, like, k, target, fmt, out):
+def search_collection(path, text, image, like, k, target, fmt, out, rerank=None):
     """``dmh search COLLECTION ...`` (the command is :func:`dmh.cli.search.search`)."""
     from .._atomic import atomic_write_text, check_writable
     from ..collection import Collection
@@ -287,7 +289,7 @@ def search_collection(path, text, image, like, k, target, fmt, out):
         check_writable(Path(out), "--out")
     extra = {}
     with _warnings_to_stderr():
-        col = Collection(path)
+        col = Collection(path, rerank=rerank)
         if text is not None:
             read = col.read_text(text)
             hits, query = col.search_text(text, k, target), {"text": text}

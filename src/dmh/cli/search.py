@@ -250,8 +250,11 @@ def index(codes, out, backend, store, collection, milvus_index, replace):
 @click.option("--backend", type=click.Choice(["auto", "numpy", "faiss"]), default=None,
               help="Index: override the backend saved with the index.")
 @click.option("--collection", default="dmh_codes", show_default=True, help="Milvus collection (INDEX milvus:URI).")
+@click.option("--rerank/--no-rerank", default=None,
+              help="Collection: re-rank the Hamming candidates by the stored real values, or not "
+                   "[default: as the build decided, docs/collection.md#re-ranking].")
 def search(index_path, text, image, like, target, codes_path, model, data, modality, rows, k, radius, fmt, out,
-           backend, collection):
+           backend, collection, rerank):
     """Search a COLLECTION (a folder from dmh build) by --text, --image or --like ID; or an INDEX
     (an index file, or milvus:URI for codes kept in Milvus) with query codes (--codes) or objects
     encoded on the fly (--model/--data/--modality), with --k or --radius."""
@@ -270,7 +273,9 @@ def search(index_path, text, image, like, target, codes_path, model, data, modal
                                           ("--modality", modality), ("--radius", radius)) if value is not None]
         if extra:
             raise click.UsageError(f"{', '.join(extra)} apply to an index file, not to a collection")
-        return search_collection(index_path, text, image, like, k, target, fmt, out)
+        return search_collection(index_path, text, image, like, k, target, fmt, out, rerank)
+    if rerank is not None:
+        raise click.UsageError("--rerank/--no-rerank apply to a collection")
     if any(v is not None for v in (text, image, like)):
         raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is not one")
     if fmt == "table":

@@ -15,7 +15,8 @@ file                   content
                        ids; ``__featurizer__`` holds the featurizer settings)
 ``model.npz``          the fitted hashing model, with its featurizer (so raw queries can be encoded)
 ``image_codes.npz``    codes of the items' photos / captions (:func:`dmh.index.save_codes`, ids =
-``text_codes.npz``     item ids)
+``text_codes.npz``     item ids), with the real values behind them (``values``: unit rows in
+                       float16, :mod:`dmh.rerank`) that searches re-rank their Hamming candidates by
 ``images.dmhidx``      Hamming indexes of those codes (:class:`dmh.index.HammingIndex`), or with
 ``texts.dmhidx``       ``store="milvus[:URI]"`` ``store.json``: the codes are searched in two Milvus
                        collections (:class:`dmh.store.milvus.MilvusCodeStore`; default URI the

@@ -5,7 +5,10 @@ A seeded share of the captioned photos (:func:`dmh.selection.holdout_pairs`: 15%
 at most 500, never more than half) is held out; each candidate method is fitted on the other items
 and scored by how well the held-out photos and captions find each other
 (:func:`dmh.selection.score_model`: the mean reciprocal rank of the true partner, both directions,
-as ``dmh tune`` scores settings). The best candidate is then fitted again on every item, held-out
+as ``dmh tune`` scores settings), once by Hamming distance alone and once re-ranked by the real
+values behind the codes (:func:`dmh.rerank.reranked_pair_scores`); a candidate's score is the
+better of the two, the search it would serve, and the chosen one's decides whether the collection
+re-ranks (``build.json`` ``"rerank"``). The best candidate is then fitted again on every item, held-out
 pairs included: pairs are what the methods learn the link between photos and words from, and a
 collection has few of them. Each candidate's score is written to ``build.json`` as it is known, so
 an interrupted build resumes at the next candidate.
@@ -19,9 +22,14 @@ import numpy as np
 
 from ..errors import CollectionError, DmhError, ParameterError
 
-#: the candidates of ``method="auto"`` unless told otherwise: DMH and the methods that retrieve best
-#: on real photos with short captions (docs/peers_linear.md)
-DEFAULT_CANDIDATES = ("dmh", "cca-itq", "fsh", "spdh")
+#: the candidates of ``method="auto"`` unless told otherwise: DMH, the linear methods that retrieve
+#: best on real photos with short captions (docs/peers_linear.md), and every deep peer whose fit is
+#: within :data:`FIT_BUDGET_CPU_S` (ties in score go to the first listed)
+DEFAULT_CANDIDATES = ("dmh", "cca-itq", "fsh", "spdh", "sadch", "ucch", "djsrh", "jdsh", "dgcpn")
+#: the budget of a default candidate: CPU seconds of one fit (one thread, 64 bits) on a collection
+#: of the shared fashion photos' size (2,080 items, 1,040 of them captioned), no more than DMH's own
+#: fit; measured by ``benchmarks/bench_auto_candidates.py`` (docs/collection.md)
+FIT_BUDGET_CPU_S = 40
 #: the share of the captioned photos held out to score the candidates (as ``dmh tune``)
 HOLDOUT = 0.15
 #: fewer pairs than this and the candidates are not compared: the first one is used
@@ -89,6 +97,7 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
     dict kept in ``build.json``) receives the held-out split's size, each candidate's score (read
     back from it when resuming: those candidates are not fitted again) and the choice; ``save()``
     writes it after each candidate."""
+    from ..rerank import reranked_pair_scores
     from ..selection import holdout_pairs, pair_retrieval_scores, score_model
 
     n_pair = int(data.n_paired)
@@ -122,10 +131,15 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
             continue
         seconds = time.perf_counter() - t0
         s = score_model(model, held)
+        r = reranked_pair_scores(model.project(held.image, modality="image"), model.project(held.text, modality="text"))
+        rerank = r["mrr"] >= s["score"]  # the search this candidate would serve: re-ranked where that finds more
+        served = r if rerank else s
         scores[name] = {
-            "score": round(s["score"], 6),
-            "image->text": round(s["image->text"]["mrr"], 6), "text->image": round(s["text->image"]["mrr"], 6),
-            "recall@10": round((s["image->text"]["recall@10"] + s["text->image"]["recall@10"]) / 2, 6),
+            "score": round(served["mrr"], 6),
+            "image->text": round(served["image->text"]["mrr"], 6),
+            "text->image": round(served["text->image"]["mrr"], 6),
+            "recall@10": round((served["image->text"]["recall@10"] + served["text->image"]["recall@10"]) / 2, 6),
+            "rerank": bool(rerank), "hamming_score": round(s["score"], 6), "reranked_score": round(r["mrr"], 6),
             "fit_seconds": round(seconds, 2),
         }
         save()
@@ -147,4 +161,23 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
 def _shown(row: dict) -> str:
     if row.get("score") is None:
         return f"none ({row.get('error')})"
-    return f"{row['score']:.3f} (photo->caption {row['image->text']:.3f}, caption->photo {row['text->image']:.3f})"
+    how = ""
+    if "reranked_score" in row:
+        how = (f"; re-ranked {row['reranked_score']:.3f}, Hamming alone {row['hamming_score']:.3f}: "
+               f"{'re-ranks' if row['rerank'] else 'Hamming alone'}")
+    return (f"{row['score']:.3f} (photo->caption {row['image->text']:.3f}, caption->photo {row['text->image']:.3f}"
+            f"{how})")
+
+
+def rerank_decision(record: dict | None) -> dict:
+    """Whether the collection's searches re-rank (``build.json`` ``"rerank"``): for ``auto``, as its
+    held-out pairs found for the chosen candidate (re-ranked when that scored at least as well as
+    Hamming distance alone); otherwise, and for a candidate scored before re-ranking was, on."""
+    from ..rerank import OVERSAMPLE
+
+    row = ((record or {}).get("scores") or {}).get((record or {}).get("chosen"), {})
+    if "rerank" in row:
+        return {"on": bool(row["rerank"]), "oversample": OVERSAMPLE,
+                "reason": f"held-out pairs: re-ranked {row['reranked_score']:.3f}, Hamming alone "
+                          f"{row['hamming_score']:.3f}"}
+    return {"on": True, "oversample": OVERSAMPLE, "reason": "default"}

@@ -322,6 +322,9 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
         fit_seconds = round(time.perf_counter() - t0, 3)
         model.featurizer_ = spec
         model.save(P.model)
+        from ._auto import rerank_decision
+
+        state["rerank"] = rerank_decision(state.get("auto") if method == "auto" else None)
         if method == "auto":
             finish("fit", fit_chosen=fit_seconds)
         else:
@@ -430,6 +433,7 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
 
     from ..base import load_model
     from ..index import load_codes
+    from ..rerank import compact_values
 
     check_complete(path)
     items, P, generation, next_id = _read_current_state(path)
@@ -474,10 +478,18 @@ def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray)
     listed = np.array([it["id"] for it in items], np.int64)
     old = {}
     for m in ("image", "text"):
-        codes, cids = load_codes(getattr(P, f"{m}_codes"))
+        codes, cids, values = load_codes(getattr(P, f"{m}_codes"), with_values=True)
         keep_old = np.isin(cids, listed)  # a collection an older dmh grew may hold codes of unlisted items
-        old[m] = (codes[keep_old], cids[keep_old])
+        old[m] = (codes[keep_old], cids[keep_old], None if values is None else values[keep_old])
     data, _, old_ids = load_features(P.features)
+    row_of = {int(i): r for r, i in enumerate(old_ids.tolist())}
+    for m in ("image", "text"):  # a collection built before values were kept gets them now, once
+        codes, cids, values = old[m]
+        if values is None and all(int(i) in row_of for i in cids.tolist()):
+            rows = np.array([row_of[int(i)] for i in cids.tolist()], np.int64)
+            values = (model.project(getattr(data, m)[rows], modality=m) if rows.size
+                      else np.zeros((0, model.n_bits_)))
+            old[m] = (codes, cids, compact_values(values))
     keep_old = np.isin(old_ids, listed)
     save_features(
         Pn.features, spec, np.concatenate([old_ids[keep_old], ids]),

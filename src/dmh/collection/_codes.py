@@ -38,9 +38,15 @@ def open_stores(P: Paths, n_bits: int | None = None) -> dict | None:
 
 
 def _encode(P: Paths, model, X, modality: str, ids, ray):
-    """Codes of feature rows: ``model.encode`` here, or on Ray (through code shards under work/)."""
-    if ray is None or X.shape[0] == 0:
-        return model.encode(X, modality=modality) if X.shape[0] else np.zeros((0, model.n_bits_), np.int8)
+    """Codes of feature rows and the real values whose signs they are (``model.project``): here,
+    or the codes on Ray (through code shards under work/) and the values here."""
+    if X.shape[0] == 0:
+        return np.zeros((0, model.n_bits_), np.int8), np.zeros((0, model.n_bits_))
+    values = model.project(X, modality=modality)
+    if ray is None:
+        from ..base import sign_codes
+
+        return sign_codes(values), values
     from ..distributed import encode_to_shards, read_code_shards
     from ..index import unpack_codes
 
@@ -57,24 +63,29 @@ def _encode(P: Paths, model, X, modality: str, ids, ray):
         raise RuntimeError("the Ray encoding returned other ids than it was given")
     codes = np.empty((ids.size, model.n_bits_), np.int8)
     codes[order] = unpack_codes(packed, model.n_bits_)
-    return codes
+    return codes, values
 
 
 def write_codes(P: Paths, model, image, text, image_mask, text_mask, ids, old, ray=None) -> None:
     """Codes of the masked rows, appended to ``old`` (``{modality: (codes, ids)}``) when given,
-    saved with their indexes (rebuilt from all codes: cheap, and never half-updated). A collection
+    saved with their indexes (rebuilt from all codes: cheap, and never half-updated) and with the
+    real values behind them (kept beside the codes, for re-ranking; ``old`` may hold ``None`` values:
+    a collection built before they were kept, whose code files then stay without them). A collection
     kept in Milvus gets its collections recreated on a build, and on an add the new codes (after
     removing any that an interrupted add left there)."""
     from ..index import HammingIndex, save_codes
+    from ..rerank import compact_values
 
     stores = open_stores(P, n_bits=model.n_bits_)
     for modality, X, mask in (("image", image, image_mask), ("text", text, text_mask)):
-        new_codes = _encode(P, model, X[mask], modality, ids[mask], ray)
+        new_codes, values = _encode(P, model, X[mask], modality, ids[mask], ray)
         codes, cids = new_codes, ids[mask]
         if old is not None:
             codes = np.concatenate([old[modality][0], codes])
             cids = np.concatenate([old[modality][1], cids])
-        save_codes(getattr(P, f"{modality}_codes"), codes, cids, modality=modality)
+            old_values = old[modality][2]  # float16 rows of unit length, as stored: kept as they are
+            values = None if old_values is None else np.concatenate([old_values, compact_values(values)])
+        save_codes(getattr(P, f"{modality}_codes"), codes, cids, modality=modality, values=values)
         if stores is not None:
             target = f"{modality}s"
             store = stores[target]

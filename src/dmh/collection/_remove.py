@@ -248,6 +248,7 @@ def _rewrite(path: Path, items, P: Paths, generation: int, next_id: int, *, remo
     """Under the lock: write the generation without the items ``remove`` and with the captions
     ``captions`` (``{id: text or None}``), and switch to it."""
     from ..index import HammingIndex, load_codes, save_codes
+    from ..rerank import compact_values
 
     changed = sorted(remove | set(captions))
     if not changed:
@@ -259,9 +260,9 @@ def _rewrite(path: Path, items, P: Paths, generation: int, next_id: int, *, remo
     clean_leftovers(path, generation)  # what killed writers left
     _checkpoint("validated")
     text_ids = np.array(sorted(i for i, t in captions.items() if t is not None), np.int64)
-    text_X, text_codes, spec = None, None, None
+    text_X, text_codes, text_values, spec = None, None, None, None
     if captions:
-        text_X, text_codes, spec = _encode_captions(P, [captions[i] for i in text_ids.tolist()])
+        text_X, text_codes, text_values, spec = _encode_captions(P, [captions[i] for i in text_ids.tolist()])
     Pn = Paths(path, path / generation_folder(generation + 1))
     Pn.data.mkdir()
     listed = np.array([it["id"] for it in kept], np.int64)
@@ -305,16 +306,21 @@ def _rewrite(path: Path, items, P: Paths, generation: int, next_id: int, *, remo
     # codes and indexes (the local code files name the items of a generation, in Milvus too)
     milvus = P.store.is_file()
     for modality in ("image", "text"):
-        codes, cids = load_codes(getattr(P, f"{modality}_codes"))
+        # the real values behind the codes (re-ranking) are kept where the collection has them
+        codes, cids, values = load_codes(getattr(P, f"{modality}_codes"), with_values=True)
         keep = np.isin(cids, listed)
         if modality == "text":
             keep &= ~np.isin(cids, list(captions))
         codes, cids = codes[keep], cids[keep]
+        values = None if values is None else values[keep]
         if modality == "text" and text_ids.size:
             codes, cids = np.concatenate([codes, text_codes]), np.concatenate([cids, text_ids])
+            if values is not None:
+                values = np.concatenate([values, compact_values(text_values)])
             order = np.argsort(cids, kind="stable")
             codes, cids = codes[order], cids[order]
-        save_codes(getattr(Pn, f"{modality}_codes"), codes, cids, modality=modality)
+            values = None if values is None else values[order]
+        save_codes(getattr(Pn, f"{modality}_codes"), codes, cids, modality=modality, values=values)
         if not milvus:
             index = HammingIndex(codes.shape[1])
             if cids.size:
@@ -346,7 +352,8 @@ def _id_list(ids, shown: int = 20) -> str:
 
 
 def _encode_captions(P: Paths, texts: list[str]):
-    """Text features and codes of new captions with the stored featurizer and model."""
+    """Text features, codes and the real values behind the codes of new captions, with the stored
+    featurizer and model."""
     import warnings
 
     from ..base import load_model
@@ -359,11 +366,14 @@ def _encode_captions(P: Paths, texts: list[str]):
 
         raise MissingExtraError(missing[0])
     if not texts:
-        return np.zeros((0, 1), np.float32), np.zeros((0, model.n_bits_), np.int8), spec
+        return np.zeros((0, 1), np.float32), np.zeros((0, model.n_bits_), np.int8), np.zeros((0, model.n_bits_)), spec
     X = np.asarray(spec.text_features(texts), np.float32)
     blank = [t for t, x in zip(texts, X, strict=True) if not x.any()]
     if blank and spec.text.get("model") == "bow":
         shown = "; ".join(repr(t if len(t) <= 60 else t[:57] + "...") for t in blank[:3])
         warnings.warn(f"{len(blank)} new caption(s) have none of the words of the collection's vocabulary, so no "
                       f"text search can find their items by them: {shown}", UserWarning, stacklevel=3)
-    return X, np.asarray(model.encode(X, modality="text"), np.int8), spec
+    from ..base import sign_codes
+
+    values = model.project(X, modality="text")
+    return X, sign_codes(values), values, spec

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CollectionError, CollectionFileError, FileFormatError, UnknownItemError
+from ..rerank import OVERSAMPLE, cosine_to, rerank_order
 from ._codes import open_stores
-from ._files import TARGETS, Paths, check_complete, read_current
+from ._files import TARGETS, Paths, check_complete, read_build_state, read_current
 from ._thumbs import write_thumbnail
 
 MAX_QUERY_PIXELS = 50_000_000
@@ -71,28 +72,44 @@ class TextQuery:
 
 @dataclass
 class Hit:
-    """One search result."""
+    """One search result: ``distance`` is the Hamming distance of its code; ``score``, when the
+    search re-ranked, the cosine between the query's real values and the item's (the order)."""
 
     id: int
     name: str
     image: str | None
     caption: str | None
     distance: int
+    score: float | None = None
 
     def to_dict(self) -> dict:
         return {"id": self.id, "name": self.name, "image": self.image, "caption": self.caption,
-                "distance": self.distance}
+                "distance": self.distance, "score": self.score}
 
 
 class Collection:
     """A built collection opened for search (read-only; see :func:`build_collection`).
 
-    ``search_text``, ``search_image`` and ``similar`` return :class:`Hit` lists, nearest first
-    (ties by smaller id), from the photos (``target="images"``) or the captions (``"texts"``).
+    ``search_text``, ``search_image`` and ``similar`` return :class:`Hit` lists, best first (by
+    re-ranking score where the collection re-ranks, else nearest first, ties by smaller id), from
+    the photos (``target="images"``) or the captions (``"texts"``).
+
+    Re-ranking (:mod:`dmh.rerank`): a collection that keeps the real values behind its codes takes
+    ``oversample * k`` candidates from the Hamming search and orders them by the cosine between
+    the query's values and theirs. ``rerank=None`` follows the collection's build (``build.json``
+    ``"rerank"``; on where the build recorded no decision), ``True``/``False`` turn it on or off; a
+    collection without stored values (built by an older dmh) always searches by Hamming distance
+    alone (:attr:`reranks` says which).
     """
 
-    def __init__(self, path, *, backend: str = "auto", model=None):
+    def __init__(self, path, *, backend: str = "auto", model=None, rerank: bool | None = None,
+                 oversample: int = OVERSAMPLE):
         self.path = Path(path)
+        if rerank not in (None, True, False):
+            raise CollectionError(f"rerank must be None, True or False, got {rerank!r}")
+        if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) or oversample < 1:
+            raise CollectionError(f"oversample must be a positive integer, got {oversample!r}")
+        self._rerank_asked, self.oversample = rerank, int(oversample)
         check_complete(self.path)
         for attempt in range(3):
             self.signature = manifest_signature(self.path)
@@ -109,6 +126,8 @@ class Collection:
         from ..index import HammingIndex, load_codes
 
         self.items, P, self.generation = read_current(self.path)
+        decided = read_build_state(P.build).get("rerank", {})
+        wanted = self._rerank_asked if self._rerank_asked is not None else bool(decided.get("on", True))
         self._by_id = {int(it["id"]): it for it in self.items}
         self.model_signature = _signature(P.model)
         if model is None:
@@ -120,14 +139,17 @@ class Collection:
             raise CollectionError(f"{P.model} does not record its featurizer; rebuild the collection")
         self._analyzer = None
         stores = open_stores(P)
-        self.indexes, self._codes = {}, {}
+        self.indexes, self._codes, self._values = {}, {}, {}
         for target, modality in (("images", "image"), ("texts", "text")):
             codes_path, index_path = getattr(P, f"{modality}_codes"), getattr(P, f"{modality}_index")
-            codes, ids = load_codes(codes_path)
+            codes, ids, values = load_codes(codes_path, with_values=True)
             if codes.shape[1] != self.n_bits:
                 raise CollectionFileError(codes_path, f"holds {codes.shape[1]}-bit codes but the model gives "
                                           f"{self.n_bits} bits (damaged collection)")
             listed = np.isin(ids, np.fromiter(self._by_id, np.int64, len(self._by_id)))
+            if values is not None:  # the rows of the values by id (searchsorted), for re-ranking
+                order = np.argsort(ids, kind="stable")
+                self._values[target] = ids[order], values[order]
             if stores is not None:  # codes kept in Milvus: the store answers, the local codes name the items
                 codes, ids, index = codes[listed], ids[listed], stores[target]
                 self.indexes[target] = index
@@ -147,12 +169,17 @@ class Collection:
             self.indexes[target] = index
             self._codes[target] = dict(zip(ids.tolist(), range(ids.size), strict=True)), codes
         self.thumbs = P.thumbs
+        #: True when searches re-rank their Hamming candidates by the stored real values
+        self.reranks = bool(wanted and len(self._values) == len(TARGETS))
+        if not self.reranks:
+            self._values = {}
 
     def reload(self) -> Collection:
         """The collection as it is now on disk (a new object; this one is left as it was). The
         model is shared when its file has not changed."""
         same = _signature(Paths(self.path).model) == self.model_signature
-        return Collection(self.path, backend=self._backend_name(), model=self.model if same else None)
+        return Collection(self.path, backend=self._backend_name(), model=self.model if same else None,
+                          rerank=self._rerank_asked, oversample=self.oversample)
 
     def changed(self) -> bool:
         """True when the collection on disk is no longer the state this object holds (an add or a
@@ -192,9 +219,12 @@ class Collection:
         if self.indexes[target].ntotal == 0:
             raise CollectionError(f"the collection holds no {target[:-1]}s to search")
 
-    def _hits(self, codes, k, target, exclude=None) -> list[Hit]:
+    def _hits(self, codes, k, target, exclude=None, values=None) -> list[Hit]:
+        """The ``k`` best items of ``target`` for one query: its ``codes`` (1, n_bits) and, to
+        re-rank, its real ``values`` (n_bits,)."""
         index = self.indexes[target]
-        want = min(k + (exclude is not None), index.ntotal)
+        rerank = values is not None and self.reranks
+        want = min((self.oversample * k if rerank else k) + (exclude is not None), index.ntotal)
         while True:
             dist, ids = index.search(codes, want)
             out = []
@@ -205,13 +235,42 @@ class Collection:
                 out.append(Hit(i, it["name"], it["image"], it["caption"], int(d)))
             n_total = index.ntotal
             if len(out) >= k or want >= n_total:
-                return out[:k]
+                return self._reranked(out, values, target)[:k] if rerank else out[:k]
             want = min(2 * want, n_total)
 
+    def _reranked(self, hits: list[Hit], values, target) -> list[Hit]:
+        """``hits`` ordered by the cosine of their stored values with the query's ``values``
+        (:func:`dmh.rerank.rerank_order`: then by distance, then id), each with its ``score``."""
+        if not hits:
+            return hits
+        sorted_ids, stored = self._values[target]
+        ids = np.fromiter((h.id for h in hits), np.int64, len(hits))
+        rows = np.searchsorted(sorted_ids, ids)
+        found = (rows < sorted_ids.size) & (sorted_ids[np.minimum(rows, sorted_ids.size - 1)] == ids)
+        scores = np.full(len(hits), -np.inf, np.float32)  # an item without values (not expected) goes last
+        scores[found] = cosine_to(values, stored[rows[found]])
+        order = rerank_order(scores, [h.distance for h in hits], ids)
+        out = []
+        for j in order.tolist():
+            h = hits[j]
+            h.score = round(float(scores[j]), 6) if found[j] else None
+            out.append(h)
+        return out
+
+    def _query_values(self, X, modality: str):
+        """Codes (1, n_bits) and real values (n_bits,) of one featurized query."""
+        from ..base import sign_codes
+
+        values = self.model.project(X, modality=modality)
+        return sign_codes(values), values[0]
+
     def encode_text(self, text: str) -> np.ndarray:
+        return self._text_values(text)[0]
+
+    def _text_values(self, text: str):
         if not isinstance(text, str) or not text.strip():
             raise CollectionError("the text query is empty")
-        return self.model.encode_raw(texts=[text])
+        return self._query_values(self.model.featurizer_.text_features([text]), "text")
 
     def read_text(self, text: str) -> TextQuery:
         """How the collection's text featurizer reads a query: with a bag of words, its terms (as
@@ -232,6 +291,9 @@ class Collection:
 
     def encode_image(self, image) -> np.ndarray:
         """Codes of one image: a path, a PIL image or the bytes of an image file."""
+        return self._image_values(image)[0]
+
+    def _image_values(self, image):
         if isinstance(image, (bytes, bytearray)):
             from PIL import Image
 
@@ -249,7 +311,7 @@ class Collection:
                 why = "not an image format Pillow reads" if type(exc).__name__ == "UnidentifiedImageError" else exc
                 raise CollectionError(f"the upload is not an image that can be read ({why})") from None
             image = im
-        return self.model.encode_raw(images=[image])
+        return self._query_values(self.model.featurizer_.image_features([image]), "image")
 
     def search_text(self, text: str, k: int = 10, target: str = "images") -> list[Hit]:
         """Items matching ``text``, nearest first. With a bag of words, a query none of whose words
@@ -257,11 +319,13 @@ class Collection:
         self._check(k, target)
         if not self.read_text(text).readable:
             return []
-        return self._hits(self.encode_text(text), k, target)
+        codes, values = self._text_values(text)
+        return self._hits(codes, k, target, values=values)
 
     def search_image(self, image, k: int = 10, target: str = "images") -> list[Hit]:
         self._check(k, target)
-        return self._hits(self.encode_image(image), k, target)
+        codes, values = self._image_values(image)
+        return self._hits(codes, k, target, values=values)
 
     def similar(self, item_id: int, k: int = 10, target: str = "images") -> list[Hit]:
         """Items like item ``item_id`` (itself left out): its photo's code when it has one, else its
@@ -271,7 +335,12 @@ class Collection:
         for source in ("images", "texts"):
             pos, codes = self._codes[source]
             if it["id"] in pos:
-                return self._hits(codes[pos[it["id"]]][None, :], k, target, exclude=it["id"])
+                values = None
+                if self.reranks:
+                    sorted_ids, stored = self._values[source]
+                    row = int(np.searchsorted(sorted_ids, it["id"]))
+                    values = stored[row].astype(np.float32)
+                return self._hits(codes[pos[it["id"]]][None, :], k, target, exclude=it["id"], values=values)
         raise CollectionError(f"item {item_id} has neither an indexed photo nor an indexed caption")
 
     def warm(self) -> None:

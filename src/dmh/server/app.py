@@ -16,8 +16,10 @@ API (every answer is JSON; errors are ``{"error": "..."}`` with a 4xx status):
 ====================================  ===========================================================
 
 Search answers: ``{"query", "target", "k", "took_ms", "results": [{"id", "name", "caption",
-"distance", "thumbnail", "photo"}]}``, nearest first (ties by smaller id); ``thumbnail`` and
-``photo`` are URLs, or null for a caption without a photo. A text search also answers
+"distance", "score", "thumbnail", "photo"}]}``, best first: by ``score`` (the cosine of the real
+values behind the codes) where the collection re-ranks its Hamming candidates, else ``null`` and by
+Hamming ``distance`` (ties by smaller id); ``thumbnail`` and ``photo`` are URLs, or null for a
+caption without a photo. A text search also answers
 ``unknown_words``: the query's words that a bag-of-words collection does not know (left out of
 the search; always empty with sentence-model text features), and, when it knows none of them, no
 results and a ``note`` saying why (also when the query has no word at all, e.g. emoji only).
@@ -173,7 +175,7 @@ def create_app(collection, limits: Limits | None = None, log=None) -> Starlette:
         for h in hits:
             has_photo = bool(h.image) and not col.item(h.id).get("error")
             results.append({
-                "id": h.id, "name": h.name, "caption": h.caption, "distance": h.distance,
+                "id": h.id, "name": h.name, "caption": h.caption, "distance": h.distance, "score": h.score,
                 "thumbnail": f"/thumbs/{h.id}.jpg" if has_photo else None,
                 "photo": f"/photos/{h.id}" if has_photo else None,
             })
