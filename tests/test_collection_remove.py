@@ -74,7 +74,8 @@ def check_consistent(path: Path) -> list[dict]:
         assert cids.tolist() == [it["id"] for it in items if holds(it)], modality
         # the real values behind the codes (re-ranking) stay with their rows
         assert values is not None and values.shape == codes.shape, modality
-        assert np.array_equal(np.where(values > 0, 1, -1), codes), modality
+        nonzero = values != 0  # float16 keeps entries below ~6e-8 of a unit row as zero
+        assert nonzero.mean() > 0.5 and np.array_equal(np.where(values > 0, 1, -1)[nonzero], codes[nonzero]), modality
         if not P.store.is_file():
             assert _index_matches(HammingIndex.load(getattr(P, f"{modality}_index")), codes, cids), modality
     for it in items:
