@@ -41,10 +41,10 @@ import numpy as np
 from scipy import linalg
 
 from .._validation import check_random_state
-from ..base import BaseHasher
+from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import ParameterError
-from .cca import centred_pairs, check_reg
+from .cca import REG, centred_pairs
 from .fitting import LinearHashMixin
 from .spectral import fix_column_signs
 
@@ -115,17 +115,16 @@ class CVH(LinearHashMixin, BaseHasher):
     uses_unpaired = False
     min_paired = 2
 
-    def __init__(self, n_bits=64, *, reg="auto", random_state=None):
-        self.n_bits = n_bits
-        self.reg = reg
-        self.random_state = random_state
+    _parameter_constraints = {**BaseHasher._parameter_constraints, "reg": REG}
+    _saved_arrays = {"eigenvalues": (None,), "ridge": (None,)}
+    _optional_arrays = {"reg_scores": ()}
 
-    def _check_params(self):
-        return check_reg(self.reg, type(self).__name__)
+    def __init__(self, n_bits=64, *, reg="auto", random_state=None):
+        store_init_args(self, locals())
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        reg = self._check_params()
+        reg = "auto" if isinstance(self.reg, str) else float(self.reg)
         rng = check_random_state(self.random_state)  # only reg="auto" draws from it (its held-out split)
         k = self.n_bits_
         di, dt = data.image.shape[1], data.text.shape[1]
@@ -152,22 +151,8 @@ class CVH(LinearHashMixin, BaseHasher):
         self.objective_ = float(evals.sum())
         self.n_iter_ = 1
 
-    def _get_state(self):
-        return {
-            **self._linear_state(),
-            "eigenvalues": self.eigenvalues_,
-            "ridge": self.ridge_,
-            "reg_scores": self.reg_scores_,
-        }
-
-    def _extra_state_spec(self):
-        return {"eigenvalues": (None,), "ridge": (None,)}
-
     def _set_state(self, state):
-        self._set_linear_state(state)
-        self.eigenvalues_ = np.asarray(state["eigenvalues"])
-        self.ridge_ = np.asarray(state["ridge"])
-        self.reg_scores_ = np.asarray(state.get("reg_scores", np.empty(0)))
+        super()._set_state(state)
         self.objective_ = float(self.eigenvalues_.sum())
         self.n_iter_ = 1
 
