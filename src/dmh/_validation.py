@@ -361,13 +361,6 @@ def check_int(value, name: str, *, minimum: int = 1, owner: str | None = None) -
     return int(Interval(numbers.Integral, minimum, None).check(value, name, owner))
 
 
-def check_real(value, name: str, *, low: float = 0.0, low_inclusive: bool = True, high: float | None = None,
-               high_inclusive: bool = True, owner: str | None = None) -> float:
-    """``value`` as a finite float in the interval from ``low`` to ``high`` (None: unbounded)."""
-    closed = {(True, True): "both", (True, False): "left", (False, True): "right", (False, False): "neither"}
-    return float(Interval(numbers.Real, low, high, closed=closed[low_inclusive, high_inclusive]).check(value, name, owner))
-
-
 def check_int_range(value, name: str, low: int, high: int | None = None) -> int:
     """``value`` as an int from ``low`` to ``high`` (None: unbounded); a non-integer (bools
     included) is a :class:`ParameterTypeError`, one out of range a :class:`ParameterError`."""
