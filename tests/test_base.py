@@ -67,6 +67,35 @@ def test_hyperparameter_checks_fail_only_with_parameter_errors(method):
     assert refused > 0  # the checks ran
 
 
+@pytest.mark.parametrize("method", method_names())
+def test_every_hyperparameter_is_declared_once(method):
+    """Each method states the allowed values of all its parameters (``n_bits`` is checked by
+    ``check_n_bits``), so that ``fit`` checks every one of them in one place."""
+    klass = get_method_class(method)
+    assert set(klass._parameter_constraints) == set(klass().get_params(deep=False)) - {"n_bits"}
+    assert not hasattr(klass, "_check_params")
+
+
+def test_a_refused_hyperparameter_gets_one_line_naming_it():
+    """One wording: the method, the parameter, what is allowed, the value given."""
+    from dmh.errors import ParameterError
+
+    cases = [
+        ("cmfh", {"mu": 0}, "CMFH: mu must be a finite number in (0, inf), got 0"),
+        ("fsh", {"ridge": "x"}, "FSH: ridge must be 'auto' or a finite number in (0, inf), got 'x'"),
+        ("ucch", {"image_hidden": (8, 0)}, "UCCH: image_hidden must be a sequence of integers >= 1, got (8, 0)"),
+        ("lssh", {"pca_dim": 2.5}, "LSSH: pca_dim must be None or an integer >= 1, got 2.5"),
+        ("fsh", {"n_neighbors": 9, "n_anchors": 4}, "FSH: n_neighbors must be at most n_anchors (4), got 9"),
+    ]
+    for method, params, message in cases:
+        with pytest.raises(ParameterError) as err:
+            get_method_class(method)(16, **params).check_hyperparameters()
+        assert str(err.value) == message
+    with pytest.raises(ParameterError) as err:  # a value whose repr spans lines stays on one
+        get_method_class("cvh")(16, reg=np.ones((40, 40))).check_hyperparameters()
+    assert "\n" not in str(err.value) and str(err.value).startswith("CVH: reg must be 'auto' or a finite number")
+
+
 def test_fit_checks_hyperparameters_before_the_data():
     from dmh.errors import ParameterError
     from dmh.methods.dmh import DMH

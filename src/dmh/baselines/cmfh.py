@@ -159,14 +159,6 @@ class CMFH(LinearHashMixin, BaseHasher):
         "unified code" of a training object). Kept after ``fit`` for diagnostics; not saved.
     """
 
-    method_name = "cmfh"
-    uses_unpaired = False
-    min_paired = 2
-
-    def __init__(self, n_bits=64, *, lambda_=0.5, mu=100.0, gamma=0.01, hash_ridge="auto", max_iter=100,
-                 tol=1e-5, random_state=None):
-        store_init_args(self, locals())
-
     _parameter_constraints = {
         **BaseHasher._parameter_constraints,
         "lambda_": [UNIT_INTERVAL], "mu": [POSITIVE], "gamma": [POSITIVE],
@@ -174,6 +166,14 @@ class CMFH(LinearHashMixin, BaseHasher):
     }
     _saved_arrays = {"objective": (None,)}
     _optional_arrays = {"hash_ridges": (np.nan, np.nan)}
+
+    method_name = "cmfh"
+    uses_unpaired = False
+    min_paired = 2
+
+    def __init__(self, n_bits=64, *, lambda_=0.5, mu=100.0, gamma=0.01, hash_ridge="auto", max_iter=100,
+                 tol=1e-5, random_state=None):
+        store_init_args(self, locals())
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__

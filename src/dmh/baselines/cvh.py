@@ -45,7 +45,7 @@ from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import ParameterError
 from .cca import REG, centred_pairs
-from .fitting import LinearHashMixin
+from .fitting import EigenHashMixin
 from .spectral import fix_column_signs
 
 __all__ = ["CVH", "cvh_eigenproblem"]
@@ -71,7 +71,7 @@ def cvh_eigenproblem(Xi: np.ndarray, Xt: np.ndarray, reg: float):
     return P, Q, ridge
 
 
-class CVH(LinearHashMixin, BaseHasher):
+class CVH(EigenHashMixin, BaseHasher):
     """Cross-View Hashing (Kumar & Udupa, IJCAI 2011) for two modalities.
 
     Trains on the **paired** objects of the data only (the image-only and text-only objects of
@@ -111,13 +111,13 @@ class CVH(LinearHashMixin, BaseHasher):
         1 (closed form).
     """
 
+    _parameter_constraints = {**BaseHasher._parameter_constraints, "reg": REG}
+    _saved_arrays = {**EigenHashMixin._saved_arrays, "ridge": (None,)}
+    _optional_arrays = {"reg_scores": ()}
+
     method_name = "cvh"
     uses_unpaired = False
     min_paired = 2
-
-    _parameter_constraints = {**BaseHasher._parameter_constraints, "reg": REG}
-    _saved_arrays = {"eigenvalues": (None,), "ridge": (None,)}
-    _optional_arrays = {"reg_scores": ()}
 
     def __init__(self, n_bits=64, *, reg="auto", random_state=None):
         store_init_args(self, locals())
@@ -144,17 +144,8 @@ class CVH(LinearHashMixin, BaseHasher):
         evecs = fix_column_signs(evecs)
         self.projections_ = {"image": evecs[:di], "text": evecs[di:]}
         self.means_ = means
-        self.eigenvalues_ = evals
-        self.ridge_ = ridge
-        self.reg_ = reg
-        self.reg_scores_ = scores
-        self.objective_ = float(evals.sum())
-        self.n_iter_ = 1
-
-    def _set_state(self, state):
-        super()._set_state(state)
-        self.objective_ = float(self.eigenvalues_.sum())
-        self.n_iter_ = 1
+        self._set_eigenvalues(evals)
+        self.ridge_, self.reg_, self.reg_scores_ = ridge, reg, scores
 
     def _extra_meta(self):
         return {"reg": self.reg_}

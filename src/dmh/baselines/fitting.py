@@ -12,7 +12,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..errors import DataError
 
-__all__ = ["LinearHashMixin", "centre", "l2_normalize_rows", "paired_views", "settled", "warn_not_converged"]
+__all__ = ["EigenHashMixin", "LinearHashMixin", "centre", "l2_normalize_rows", "paired_views", "settled",
+           "warn_not_converged"]
 
 
 def centre(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,3 +87,19 @@ class LinearHashMixin:
             setattr(self, key + "_", np.asarray(state[key]))
         for key, default in self._optional_arrays.items():
             setattr(self, key + "_", np.asarray(state[key]) if key in state else np.array(default))
+
+
+class EigenHashMixin(LinearHashMixin):
+    """For the closed-form methods whose hash functions are eigenvectors (CVH, IMH): their
+    ``eigenvalues_`` are saved, the objective is their sum and there is one "iteration"."""
+
+    _saved_arrays = {"eigenvalues": (None,)}
+
+    def _set_eigenvalues(self, eigenvalues: np.ndarray) -> None:
+        self.eigenvalues_ = eigenvalues
+        self.objective_ = float(eigenvalues.sum())
+        self.n_iter_ = 1
+
+    def _set_state(self, state) -> None:
+        super()._set_state(state)
+        self._set_eigenvalues(self.eigenvalues_)

@@ -148,16 +148,16 @@ class FSH(BaseHasher):
     objective_ : objective after initialisation and after every iteration. n_iter_ : iterations.
     """
 
-    method_name = "fsh"
-    uses_unpaired = False
-    min_paired = 2
-
     _parameter_constraints = {
         **BaseHasher._parameter_constraints,
         "n_anchors": [Interval(numbers.Integral, 2, None)], "n_neighbors": [POSITIVE_INT], "lambda_": [POSITIVE],
         "r": [Interval(numbers.Real, 1, None, closed="right")], "ridge": [Options("auto"), POSITIVE],
         "sigma": [None, POSITIVE], "max_iter": [POSITIVE_INT], "tol": [NON_NEGATIVE],
     }
+
+    method_name = "fsh"
+    uses_unpaired = False
+    min_paired = 2
 
     def __init__(self, n_bits=32, *, n_anchors=50, n_neighbors=10, lambda_=300.0, r=2.0,
                  ridge="auto", sigma=None, max_iter=100, tol=1e-6, random_state=None):
@@ -232,8 +232,7 @@ class FSH(BaseHasher):
                 break
         else:
             warn_not_converged("FSH", int(self.max_iter))
-        self.n_iter_ = len(history) - 1
-        self.objective_ = history
+        self.objective_, self.n_iter_ = history, len(history) - 1
         self.image_weights_, self.text_weights_ = W
         self.anchor_codes_ = Bbar.astype(np.int8)
         self.eta_ = eta

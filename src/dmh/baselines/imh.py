@@ -43,7 +43,7 @@ from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT
 from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import DataError
-from .fitting import LinearHashMixin, centre
+from .fitting import EigenHashMixin, centre
 from .spectral import fix_column_signs, knn_heat_affinity, laplacian
 
 __all__ = ["IMH", "regression_residual_matrix", "imh_solve", "imh_objective"]
@@ -131,7 +131,7 @@ def _dense(L):
     return L.toarray() if hasattr(L, "toarray") else np.asarray(L)
 
 
-class IMH(LinearHashMixin, BaseHasher):
+class IMH(EigenHashMixin, BaseHasher):
     """Inter-Media Hashing (Song et al., SIGMOD 2013) for semi-paired image-text data.
 
     Uses **all** observed objects: the k-NN graph of each medium spans its paired and unpaired
@@ -171,6 +171,12 @@ class IMH(LinearHashMixin, BaseHasher):
         1 (closed form).
     """
 
+    _parameter_constraints = {
+        **BaseHasher._parameter_constraints,
+        "lambda_": [NON_NEGATIVE], "beta": [POSITIVE], "mu": [POSITIVE], "n_neighbors": [POSITIVE_INT],
+        "sigma": [None, POSITIVE],
+    }
+
     method_name = "imh"
     uses_unpaired = True
     min_paired = 1
@@ -178,13 +184,6 @@ class IMH(LinearHashMixin, BaseHasher):
     def __init__(self, n_bits=64, *, lambda_=1.0, beta=1.0, mu=1e10, n_neighbors=5, sigma=None,
                  random_state=None):
         store_init_args(self, locals())
-
-    _parameter_constraints = {
-        **BaseHasher._parameter_constraints,
-        "lambda_": [NON_NEGATIVE], "beta": [POSITIVE], "mu": [POSITIVE], "n_neighbors": [POSITIVE_INT],
-        "sigma": [None, POSITIVE],
-    }
-    _saved_arrays = {"eigenvalues": (None,)}
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
@@ -209,11 +208,4 @@ class IMH(LinearHashMixin, BaseHasher):
         self.projections_ = {"image": ridge_weights(Xi, Y1, beta),
                              "text": ridge_weights(Xt, Y2, beta)}
         self.means_ = {"image": mean_i, "text": mean_t}
-        self.eigenvalues_ = evals
-        self.objective_ = float(evals.sum())
-        self.n_iter_ = 1
-
-    def _set_state(self, state):
-        super()._set_state(state)
-        self.objective_ = float(self.eigenvalues_.sum())
-        self.n_iter_ = 1
+        self._set_eigenvalues(evals)

@@ -71,8 +71,8 @@ class LSSH(BaseHasher):
         Principal components kept of the images before sparse coding (authors' code: as many as
         bits); capped by the image dimension and the number of paired objects.
     max_iter : int [20]
-        Outer alternating iterations (the authors' code runs exactly 20; reaching them before the
-        ``tol`` criterion is met raises a ConvergenceWarning).
+        Outer alternating iterations (the authors' code runs exactly 20; reaching them without
+        meeting the ``tol`` criterion raises a ConvergenceWarning).
     tol : float [1e-3]
         Stop when the objective decreases by less than ``tol`` times its value.
     lasso_max_iter : int [30]
@@ -93,16 +93,16 @@ class LSSH(BaseHasher):
     objective_ : list of the objective after every iteration. n_iter_ : iterations run.
     """
 
-    method_name = "lssh"
-    uses_unpaired = False
-    min_paired = 2
-
     _parameter_constraints = {
         **BaseHasher._parameter_constraints,
         "lambda_": [POSITIVE], "mu": [POSITIVE], "gamma": [POSITIVE], "tol": [NON_NEGATIVE],
         "lasso_tol": [NON_NEGATIVE], "n_atoms": [POSITIVE_INT], "max_iter": [POSITIVE_INT],
         "lasso_max_iter": [POSITIVE_INT], "dict_sweeps": [POSITIVE_INT], "pca_dim": [None, POSITIVE_INT],
     }
+
+    method_name = "lssh"
+    uses_unpaired = False
+    min_paired = 2
 
     def __init__(self, n_bits=32, *, lambda_=0.3, mu=0.5, gamma=1.0, n_atoms=512, pca_dim=None,
                  max_iter=20, tol=1e-3, lasso_max_iter=30, lasso_tol=1e-4, dict_sweeps=3,
@@ -158,11 +158,8 @@ class LSSH(BaseHasher):
                 break
         else:
             warn_not_converged("LSSH", int(self.max_iter))
-        self.n_iter_ = len(history)
-        self.objective_ = history
-        self.dictionary_ = B
-        self.text_basis_ = U
-        self.latent_map_ = R
+        self.objective_, self.n_iter_ = history, len(history)
+        self.dictionary_, self.text_basis_, self.latent_map_ = B, U, R
         self.pca_dim_ = p
 
     # ------------------------------------------------------------------ encoding

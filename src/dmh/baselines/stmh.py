@@ -114,15 +114,15 @@ class STMH(BaseHasher):
     n_iter_ : iterations run.
     """
 
-    method_name = "stmh"
-    uses_unpaired = False
-    min_paired = 2
-
     _parameter_constraints = {
         **BaseHasher._parameter_constraints,
         "lambda_": [Interval(numbers.Real, 0, 1, closed="neither")], "mu": [POSITIVE], "gamma": [POSITIVE],
         "n_active": [None, POSITIVE_INT], "max_iter": [POSITIVE_INT], "tol": [NON_NEGATIVE], "eps": [POSITIVE],
     }
+
+    method_name = "stmh"
+    uses_unpaired = False
+    min_paired = 2
 
     def __init__(self, n_bits=32, *, lambda_=0.5, mu=1e-6, gamma=1e-6, n_active=None, max_iter=30,
                  tol=1e-4, eps=1e-8, random_state=None):
@@ -167,12 +167,9 @@ class STMH(BaseHasher):
                 break
         else:
             warn_not_converged("STMH", int(self.max_iter))
-        self.n_iter_ = len(history) - 1
-        self.objective_ = history
+        self.objective_, self.n_iter_ = history, len(history) - 1
         self.n_active_ = m
-        self.image_basis_ = U1
-        self.topic_centres_ = U2
-        self.topic_map_ = R
+        self.image_basis_, self.topic_centres_, self.topic_map_ = U1, U2, R
         self.train_indicators_ = G  # kept for inspection; not saved
 
     @staticmethod

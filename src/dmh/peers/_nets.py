@@ -20,14 +20,15 @@ INPUT_SCALINGS = ("none", "feature")
 class ScaledNetsHasher(BaseHasher):
     """A :class:`~dmh.base.BaseHasher` whose hash functions are ``nets_`` over standardised inputs."""
 
-    uses_torch = True
-    #: whether the saved networks end in a normalisation layer to rebuild on load (UCCH)
-    _normalised_nets = False
     _parameter_constraints = {
         **BaseHasher._parameter_constraints,
         "image_hidden": [IntSequence(1)], "text_hidden": [IntSequence(1)],
         "input_scaling": [Options(*INPUT_SCALINGS)], "device": [Options("cpu", "cuda", "auto")],
     }
+
+    uses_torch = True
+    #: whether the saved networks end in a normalisation layer to rebuild on load (UCCH)
+    _normalised_nets = False
 
     def _hidden(self) -> dict:
         """The hidden layers' widths of each modality's network (``image_hidden``, ``text_hidden``)."""

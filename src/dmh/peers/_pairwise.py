@@ -37,15 +37,15 @@ __all__ = ["PairedNetsPeer", "SimilarityPeer"]
 class PairedNetsPeer(ScaledNetsHasher):
     """Fitting of two networks on the paired objects; subclasses give the update (see the module)."""
 
-    uses_unpaired = False
-    min_paired = 2
-    #: drop the last incomplete minibatch of an epoch (DJSRH's, JDSH's and UCCH's loaders do)
-    _drop_last = True
-
     _parameter_constraints = {
         **ScaledNetsHasher._parameter_constraints,
         "epochs": [POSITIVE_INT], "batch_size": [Interval(numbers.Integral, 2, None)],
     }
+
+    uses_unpaired = False
+    min_paired = 2
+    #: drop the last incomplete minibatch of an epoch (DJSRH's, JDSH's and UCCH's loaders do)
+    _drop_last = True
 
     # ------------------------------------------------------------------ to override
     def _setup(self, Fi: np.ndarray, Ft: np.ndarray, rng: np.random.Generator) -> None:

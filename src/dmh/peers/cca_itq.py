@@ -125,14 +125,14 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         ITQ iterations run.
     """
 
-    method_name = "cca-itq"
-    uses_unpaired = False
-    min_paired = 2
-
     _parameter_constraints = {**BaseHasher._parameter_constraints, "reg": REG, "corr_power": [NON_NEGATIVE],
                               "n_iter": [NON_NEGATIVE_INT]}
     _saved_arrays = {"correlations": (None,), "rotation": (None, None), "ridge": (None,), "reg_scores": (None,),
                      "quantization_losses": (None,)}
+
+    method_name = "cca-itq"
+    uses_unpaired = False
+    min_paired = 2
 
     def __init__(self, n_bits=64, *, reg="auto", corr_power=1.0, n_iter=50, random_state=None):
         store_init_args(self, locals())
@@ -159,12 +159,8 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         R, losses = itq_rotation(V, n_iter, rng)
         self.projections_ = {"image": Wi @ R, "text": Wt @ R}
         self.means_ = means
-        self.correlations_ = rho
-        self.rotation_ = R
-        self.reg_ = reg
-        self.ridge_ = ridge
-        self.reg_scores_ = scores
-        self.quantization_losses_ = losses
+        self.correlations_, self.rotation_, self.quantization_losses_ = rho, R, losses
+        self.reg_, self.ridge_, self.reg_scores_ = reg, ridge, scores
         self.n_iter_ = n_iter
 
     def _extra_meta(self):

@@ -128,15 +128,15 @@ class DGCPN(SimilarityPeer):
         As in :class:`dmh.peers.djsrh.DJSRH`.
     """
 
-    method_name = "dgcpn"
-    _drop_last = False  # the authors' loader keeps the last, smaller batch
-
     _parameter_constraints = {
         **SimilarityPeer._parameter_constraints,
         "a1": [UNIT_INTERVAL], "a2": [UNIT_INTERVAL], "knn_fraction": [Interval(numbers.Real, 0, 1, closed="right")],
         **dict.fromkeys(("coherence_scale", "pair_target", "dis_weight", "cons_weight"), [NON_NEGATIVE]),
         "dropout": [Interval(numbers.Real, 0, 1, closed="left")], "text_init_std": [POSITIVE],
     }
+
+    method_name = "dgcpn"
+    _drop_last = False  # the authors' loader keeps the last, smaller batch
 
     def __init__(self, n_bits=64, *, a1=0.01, a2=0.3, knn_fraction=0.4, coherence_scale=2.0, pair_target=1.5,
                  dis_weight=1.0, cons_weight=1.0, dropout=0.5, text_init_std=0.3, epochs=35, batch_size=32,

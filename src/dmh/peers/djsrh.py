@@ -91,13 +91,13 @@ class DJSRH(SimilarityPeer):
         Epochs run.
     """
 
-    method_name = "djsrh"
-
     _parameter_constraints = {
         **SimilarityPeer._parameter_constraints,
         "beta": [UNIT_INTERVAL], "eta": [UNIT_INTERVAL], "mu": [POSITIVE], "lambda1": [NON_NEGATIVE],
         "lambda2": [NON_NEGATIVE],
     }
+
+    method_name = "djsrh"
 
     def __init__(self, n_bits=64, *, beta=0.9, eta=0.4, mu=1.5, lambda1=0.1, lambda2=0.1, epochs=80,
                  batch_size=32, image_lr=0.001, text_lr=0.01, momentum=0.9, weight_decay=5e-4,

@@ -121,13 +121,13 @@ class JDSH(SimilarityPeer):
         As in :class:`dmh.peers.djsrh.DJSRH`.
     """
 
-    method_name = "jdsh"
-
     _parameter_constraints = {
         **SimilarityPeer._parameter_constraints,
         **dict.fromkeys(("alpha", "beta", "lamb", "intra", "a", "b", "l1", "l2"), [NON_NEGATIVE]),
         "mu": [POSITIVE], "n_fit_batches": [POSITIVE_INT], "distribution": [Options("fit", "mirflickr")],
     }
+
+    method_name = "jdsh"
 
     def __init__(self, n_bits=64, *, alpha=0.5, beta=0.1, lamb=0.4, mu=1.4, intra=0.1, a=2.0, b=4.0,
                  l1=0.1, l2=0.2, distribution="fit", n_fit_batches=50, epochs=100, batch_size=32, image_lr=0.01,

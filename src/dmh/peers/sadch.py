@@ -140,17 +140,17 @@ class SADCH(ScaledNetsHasher):
     nets_, scalers_, n_iter_
     """
 
-    method_name = "sadch"
-    #: a cell key without ``input_scaling`` is one that ran with per-feature z-scoring: left out at that value
-    key_neutral = {"input_scaling": "feature"}
-    uses_unpaired = True
-    min_paired = 2
-
     _parameter_constraints = {
         **ScaledNetsHasher._parameter_constraints,
         **dict.fromkeys(("n_neighbours", "n_query", "outer_iter", "inner_epochs", "batch_size"), [POSITIVE_INT]),
         "gamma": [NON_NEGATIVE], "lr": [POSITIVE],
     }
+
+    method_name = "sadch"
+    #: a cell key without ``input_scaling`` is one that ran with per-feature z-scoring: left out at that value
+    key_neutral = {"input_scaling": "feature"}
+    uses_unpaired = True
+    min_paired = 2
 
     def __init__(self, n_bits=64, *, n_neighbours=10, gamma=200.0, n_query=2000, outer_iter=10, inner_epochs=3,
                  batch_size=64, lr=1e-3, image_hidden=(512,), text_hidden=(512,), input_scaling="feature",

@@ -164,16 +164,16 @@ class SPDH(LinearHashMixin, BaseHasher):
     n_iter_ : int
     """
 
-    method_name = "spdh"
-    uses_unpaired = True
-    min_paired = 2
-
     _parameter_constraints = {
         **BaseHasher._parameter_constraints,
         "alpha": [NON_NEGATIVE], "beta": [POSITIVE], "rho": [POSITIVE], "n_anchors": [POSITIVE_INT],
         "n_nearest": [POSITIVE_INT], "max_iter": [POSITIVE_INT], "tol": [NON_NEGATIVE],
     }
     _saved_arrays = {"codes": (None, "B"), "anchor_rows": (None,), "objective": (None,)}
+
+    method_name = "spdh"
+    uses_unpaired = True
+    min_paired = 2
 
     def __init__(self, n_bits=64, *, alpha=1.0, beta=1.0, rho=1e-2, n_anchors=300, n_nearest=5,
                  max_iter=20, tol=1e-4, random_state=None):
@@ -214,8 +214,7 @@ class SPDH(LinearHashMixin, BaseHasher):
         alpha, beta, rho = float(self.alpha), float(self.beta), float(self.rho)
         max_iter, tol = int(self.max_iter), float(self.tol)
         rng = check_random_state(self.random_state)
-        k = self.n_bits_
-        N = data.n_objects
+        k, N = self.n_bits_, data.n_objects
         if N <= k:
             raise DataError(f"{name} needs more training objects than bits ({k}); the data hold {N}")
         Xs, rows, means, scales, A, anchor_rows = self._prepare(data, rng)

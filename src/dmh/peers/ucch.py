@@ -141,9 +141,6 @@ class UCCH(PairedNetsPeer):
         As in :class:`dmh.peers.djsrh.DJSRH`.
     """
 
-    method_name = "ucch"
-    _normalised_nets = True
-
     _parameter_constraints = {
         **PairedNetsPeer._parameter_constraints,
         "alpha": [UNIT_INTERVAL], "n_negatives": [POSITIVE_INT], "temperature": [POSITIVE],
@@ -151,6 +148,9 @@ class UCCH(PairedNetsPeer):
         "shift": [NON_NEGATIVE], "warmup_epochs": [NON_NEGATIVE_INT], "lr_milestones": [IntSequence(1)],
         "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE], "clip_norm": [POSITIVE],
     }
+
+    method_name = "ucch"
+    _normalised_nets = True
 
     def __init__(self, n_bits=64, *, alpha=0.7, n_negatives=4096, temperature=0.9, memory_momentum=0.4,
                  margin=0.2, shift=0.1, warmup_epochs=1, epochs=20, lr_milestones=(30, 60, 90, 120),
