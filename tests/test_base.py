@@ -204,3 +204,25 @@ class _Constant(BaseHasher):
 def test_fit_warns_on_constant_bits():
     with pytest.warns(DegenerateCodesWarning, match="every training object gets the same code"):
         _Constant().fit(_rand_data())
+
+
+def test_intervals_keep_their_ends_and_refuse_what_is_not_a_number():
+    """The constraints' ends, open or closed, and what no number constraint accepts."""
+    import numbers
+
+    from dmh._validation import Boolean, Interval, IntSequence, Options
+
+    closed = {"both": (True, True), "left": (True, False), "right": (False, True), "neither": (False, False)}
+    for how, (low_in, high_in) in closed.items():
+        unit = Interval(numbers.Real, 0, 1, closed=how)
+        assert [unit.accepts(v) for v in (0, 0.5, 1)] == [low_in, True, high_in]
+        assert str(unit) == f"a finite number in {'[' if low_in else '('}0, 1{']' if high_in else ')'}"
+    real = Interval(numbers.Real, 0, None)
+    assert not any(real.accepts(v) for v in (float("nan"), float("inf"), 10**400, True, "1", None, [1], -1e-300))
+    assert real.accepts(np.float32(2.5)) and real.accepts(3)
+    count = Interval(numbers.Integral, 1, None)
+    assert count.accepts(np.int64(4)) and not any(count.accepts(v) for v in (0, 2.0, True, np.bool_(True)))
+    assert str(count) == "an integer >= 1"
+    assert Options("a", "b").accepts("a") and not Options("a", "b").accepts(np.array(["a", "b"]))
+    assert Boolean().accepts(np.bool_(False)) and not Boolean().accepts(1)
+    assert IntSequence(1).accepts(()) and IntSequence(1).accepts([4, 2]) and not IntSequence(1).accepts("12")

@@ -373,11 +373,6 @@ def check_int_range(value, name: str, low: int, high: int | None = None) -> int:
     return value
 
 
-def check_choice(value, name: str, allowed, *, owner: str | None = None):
-    """``value`` if it is one of the strings ``allowed``."""
-    return Options(*allowed).check(value, name, owner)
-
-
 def check_random_state(random_state) -> np.random.Generator:
     """A numpy Generator from ``None``, an int, a Generator or a legacy RandomState (the one way every
     method turns ``random_state`` into a generator inside ``fit``)."""
