@@ -226,3 +226,23 @@ def test_intervals_keep_their_ends_and_refuse_what_is_not_a_number():
     assert Options("a", "b").accepts("a") and not Options("a", "b").accepts(np.array(["a", "b"]))
     assert Boolean().accepts(np.bool_(False)) and not Boolean().accepts(1)
     assert IntSequence(1).accepts(()) and IntSequence(1).accepts([4, 2]) and not IntSequence(1).accepts("12")
+
+
+def test_a_hasher_with_the_old_hand_written_check_still_runs_it_with_a_deprecation_warning():
+    """A subclass written for ``_check_params`` (outside dmh) keeps its check, warned to declare
+    ``_parameter_constraints``; one that declares nothing has nothing checked."""
+    from dmh.base import BaseHasher
+    from dmh.errors import ParameterError
+
+    class Old(BaseHasher):
+        def __init__(self, n_bits=8, alpha=1.0):
+            self.n_bits, self.alpha = n_bits, alpha
+
+        def _check_params(self):
+            if not self.alpha < self.n_bits_:
+                raise ParameterError(f"alpha must be below n_bits, got {self.alpha}")
+
+    with pytest.warns(DeprecationWarning, match="_parameter_constraints"):
+        Old(alpha=2.0).check_hyperparameters()
+    with pytest.warns(DeprecationWarning), pytest.raises(ParameterError, match="alpha must be below n_bits"):
+        Old(alpha=9.0).check_hyperparameters()

@@ -231,7 +231,7 @@ class Interval(Constraint):
 
     def __init__(self, kind, low=None, high=None, *, closed: str = "both"):
         if kind not in (numbers.Integral, numbers.Real) or closed not in ("both", "left", "right", "neither"):
-            raise ValueError(f"bad Interval({kind!r}, closed={closed!r})")  # pragma: no cover - a programming error
+            raise ValueError(f"bad Interval({kind!r}, closed={closed!r})")  # pragma: no cover - not user input
         self.kind, self.low, self.high, self.closed = kind, low, high, closed
 
     def accepts(self, value) -> bool:
@@ -347,12 +347,13 @@ def _message(owner: str | None, name: str, allowed, value) -> str:
 
 
 def validate_params(params: dict, constraints: dict, owner: str) -> None:
-    """Check each parameter named in ``constraints`` (name -> list of :class:`Constraint`, ``None``
-    for the value ``None``) against its list: a value no constraint of its list accepts raises
-    :class:`ParameterError` ("<owner>: <name> must be <what is allowed>, got <value>")."""
-    for name, allowed in constraints.items():
-        value = params[name]
-        if not any(_constraint(c).accepts(value) for c in allowed):
+    """Check each of ``params`` that ``constraints`` names (name -> list of :class:`Constraint`,
+    ``None`` for the value ``None``) against its list: a value no constraint of its list accepts
+    raises :class:`ParameterError` ("<owner>: <name> must be <what is allowed>, got <value>").
+    A parameter not named is not checked (a subclass that declares nothing checks nothing)."""
+    for name, value in params.items():
+        allowed = constraints.get(name)
+        if allowed is not None and not any(_constraint(c).accepts(value) for c in allowed):
             raise ParameterError(_message(owner, name, allowed, value))
 
 

@@ -105,6 +105,16 @@ class BaseHasher(BaseEstimator):
         """The declared constraints (:attr:`_parameter_constraints`), then the combinations."""
         validate_params(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
         self._check_param_combinations(n_bits)
+        legacy = getattr(self, "_check_params", None)
+        if legacy is not None:  # a subclass written for the hand-written checks: still run, with n_bits_ set
+            import warnings
+
+            warnings.warn(f"{type(self).__name__}._check_params is deprecated: declare _parameter_constraints "
+                          "and put checks of several parameters in _check_param_combinations", DeprecationWarning,
+                          stacklevel=3)
+            probe = type(self)(**self.get_params(deep=False))
+            probe.n_bits_ = n_bits
+            probe._check_params()
 
     def _check_param_combinations(self, n_bits: int) -> None:
         """Checks that involve several hyperparameters (or the bit length ``n_bits``), after each

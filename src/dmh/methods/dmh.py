@@ -29,6 +29,7 @@ from .._validation import (
 )
 from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
+from ..errors import ParameterError
 from . import cle as cle_mod
 from . import unpaired
 from .dam_inputs import Standardised, column_mean_std, hidden_features
@@ -536,7 +537,7 @@ class DMH(BaseHasher):
         """The options the fit ran with: the header's where it names them, else the preset's."""
         saved = meta.get("options") or {}
         if not isinstance(saved, dict):
-            raise TypeError(f"'options' must be an object, got {saved!r}")
+            raise ParameterError(f"'options' must be an object, got {saved!r}")
         self.options_ = DMHOptions.of(self)
         for name, value in saved.items():
             if name in PRESETS[self.options_.preset] and getattr(self, name) is None:
