@@ -265,7 +265,7 @@ def main(argv=None):
     try:  # before the (long) work: a device that is not there, a bad --param or --out is one error line
         resolve_device(args.device)
         DMH(args.bits, random_state=args.seed, device=args.device, n_threads=args.threads, **rounds,
-            **params)._check_params()
+            **params).check_hyperparameters()
         if args.out:
             from dmh._atomic import check_writable
 

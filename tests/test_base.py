@@ -67,6 +67,35 @@ def test_hyperparameter_checks_fail_only_with_parameter_errors(method):
     assert refused > 0  # the checks ran
 
 
+@pytest.mark.parametrize("method", method_names())
+def test_every_hyperparameter_is_declared_once(method):
+    """Each method states the allowed values of all its parameters (``n_bits`` is checked by
+    ``check_n_bits``), so that ``fit`` checks every one of them in one place."""
+    klass = get_method_class(method)
+    assert set(klass._parameter_constraints) == set(klass().get_params(deep=False)) - {"n_bits"}
+    assert not hasattr(klass, "_check_params")
+
+
+def test_a_refused_hyperparameter_gets_one_line_naming_it():
+    """One wording: the method, the parameter, what is allowed, the value given."""
+    from dmh.errors import ParameterError
+
+    cases = [
+        ("cmfh", {"mu": 0}, "CMFH: mu must be a finite number in (0, inf), got 0"),
+        ("fsh", {"ridge": "x"}, "FSH: ridge must be 'auto' or a finite number in (0, inf), got 'x'"),
+        ("ucch", {"image_hidden": (8, 0)}, "UCCH: image_hidden must be a sequence of integers >= 1, got (8, 0)"),
+        ("lssh", {"pca_dim": 2.5}, "LSSH: pca_dim must be None or an integer >= 1, got 2.5"),
+        ("fsh", {"n_neighbors": 9, "n_anchors": 4}, "FSH: n_neighbors must be at most n_anchors (4), got 9"),
+    ]
+    for method, params, message in cases:
+        with pytest.raises(ParameterError) as err:
+            get_method_class(method)(16, **params).check_hyperparameters()
+        assert str(err.value) == message
+    with pytest.raises(ParameterError) as err:  # a value whose repr spans lines stays on one
+        get_method_class("cvh")(16, reg=np.ones((40, 40))).check_hyperparameters()
+    assert "\n" not in str(err.value) and str(err.value).startswith("CVH: reg must be 'auto' or a finite number")
+
+
 def test_fit_checks_hyperparameters_before_the_data():
     from dmh.errors import ParameterError
     from dmh.methods.dmh import DMH
@@ -175,3 +204,45 @@ class _Constant(BaseHasher):
 def test_fit_warns_on_constant_bits():
     with pytest.warns(DegenerateCodesWarning, match="every training object gets the same code"):
         _Constant().fit(_rand_data())
+
+
+def test_intervals_keep_their_ends_and_refuse_what_is_not_a_number():
+    """The constraints' ends, open or closed, and what no number constraint accepts."""
+    import numbers
+
+    from dmh._validation import Boolean, Interval, IntSequence, Options
+
+    closed = {"both": (True, True), "left": (True, False), "right": (False, True), "neither": (False, False)}
+    for how, (low_in, high_in) in closed.items():
+        unit = Interval(numbers.Real, 0, 1, closed=how)
+        assert [unit.accepts(v) for v in (0, 0.5, 1)] == [low_in, True, high_in]
+        assert str(unit) == f"a finite number in {'[' if low_in else '('}0, 1{']' if high_in else ')'}"
+    real = Interval(numbers.Real, 0, None)
+    assert not any(real.accepts(v) for v in (float("nan"), float("inf"), 10**400, True, "1", None, [1], -1e-300))
+    assert real.accepts(np.float32(2.5)) and real.accepts(3)
+    count = Interval(numbers.Integral, 1, None)
+    assert count.accepts(np.int64(4)) and not any(count.accepts(v) for v in (0, 2.0, True, np.bool_(True)))
+    assert str(count) == "an integer >= 1"
+    assert Options("a", "b").accepts("a") and not Options("a", "b").accepts(np.array(["a", "b"]))
+    assert Boolean().accepts(np.bool_(False)) and not Boolean().accepts(1)
+    assert IntSequence(1).accepts(()) and IntSequence(1).accepts([4, 2]) and not IntSequence(1).accepts("12")
+
+
+def test_a_hasher_with_the_old_hand_written_check_still_runs_it_with_a_deprecation_warning():
+    """A subclass written for ``_check_params`` (outside dmh) keeps its check, warned to declare
+    ``_parameter_constraints``; one that declares nothing has nothing checked."""
+    from dmh.base import BaseHasher
+    from dmh.errors import ParameterError
+
+    class Old(BaseHasher):
+        def __init__(self, n_bits=8, alpha=1.0):
+            self.n_bits, self.alpha = n_bits, alpha
+
+        def _check_params(self):
+            if not self.alpha < self.n_bits_:
+                raise ParameterError(f"alpha must be below n_bits, got {self.alpha}")
+
+    with pytest.warns(DeprecationWarning, match="_parameter_constraints"):
+        Old(alpha=2.0).check_hyperparameters()
+    with pytest.warns(DeprecationWarning), pytest.raises(ParameterError, match="alpha must be below n_bits"):
+        Old(alpha=9.0).check_hyperparameters()

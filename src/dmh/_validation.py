@@ -3,6 +3,7 @@ name the offending array, its shape and what was expected."""
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -206,17 +207,159 @@ def check_unique(values, name: str) -> list:
 
 
 # ------------------------------------------------------------------ hyperparameters
-# One family of checks for every method's hyperparameters: each returns the value in its canonical
-# type or raises a ParameterError (a ValueError) that names the parameter (and, with ``owner``, the method).
-def _prefix(owner: str | None) -> str:
-    return f"{owner}: " if owner else ""
+# Each method declares the values its hyperparameters may take once, as a dict from name to a list
+# of constraints (``BaseHasher._parameter_constraints``, the shape of scikit-learn's declarations);
+# :func:`validate_params` checks them all in ``fit``, with one wording: a ParameterError (a
+# ValueError) naming the method, the parameter, what is allowed and the value given, in one line.
+class Constraint:
+    """One kind of value a hyperparameter may take: :meth:`accepts` and its description (``str``)."""
+
+    def accepts(self, value) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def check(self, value, name: str, owner: str | None = None):
+        """``value`` if this constraint accepts it, else the :func:`validate_params` error."""
+        if not self.accepts(value):
+            raise ParameterError(_message(owner, name, [self], value))
+        return value
+
+
+class Interval(Constraint):
+    """Numbers of ``kind`` (:class:`numbers.Integral` or :class:`numbers.Real`) from ``low`` to
+    ``high`` (``None``: unbounded), ``closed`` at ``"both"`` ends, the ``"left"``, the ``"right"``
+    or ``"neither"``. Booleans are refused; a Real must be finite."""
+
+    def __init__(self, kind, low=None, high=None, *, closed: str = "both"):
+        if kind not in (numbers.Integral, numbers.Real) or closed not in ("both", "left", "right", "neither"):
+            raise ValueError(f"bad Interval({kind!r}, closed={closed!r})")  # pragma: no cover - not user input
+        self.kind, self.low, self.high, self.closed = kind, low, high, closed
+
+    def accepts(self, value) -> bool:
+        if isinstance(value, bool | np.bool_) or not isinstance(value, self.kind):
+            return False
+        if self.kind is numbers.Real and not _finite(value):
+            return False
+        low_in, high_in = self.closed in ("both", "left"), self.closed in ("both", "right")
+        if self.low is not None and (value < self.low if low_in else value <= self.low):
+            return False
+        return self.high is None or (value <= self.high if high_in else value < self.high)
+
+    def __str__(self) -> str:
+        low_in, high_in = self.closed in ("both", "left"), self.closed in ("both", "right")
+        if self.kind is numbers.Integral:
+            if self.high is None and self.low is not None:
+                return f"an integer {'>=' if low_in else '>'} {self.low}"
+            what = "an integer"
+        else:
+            what = "a finite number"
+        lo = f"{'[' if low_in else '('}{self.low}" if self.low is not None else "(-inf"
+        hi = f"{self.high}{']' if high_in else ')'}" if self.high is not None else "inf)"
+        return f"{what} in {lo}, {hi}"
+
+
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(value)
+    except (OverflowError, TypeError, ValueError):  # an int too large for a float, an odd Real
+        return False
+
+
+class Options(Constraint):
+    """One of the strings ``values``."""
+
+    def __init__(self, *values: str):
+        self.values = tuple(values)
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, str) and value in self.values
+
+    def __str__(self) -> str:
+        return repr(self.values[0]) if len(self.values) == 1 else f"one of {self.values}"
+
+
+class Boolean(Constraint):
+    """``True`` or ``False`` (numpy's booleans too)."""
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, bool | np.bool_)
+
+    def __str__(self) -> str:
+        return "True or False"
+
+
+class IntSequence(Constraint):
+    """A list or tuple of integers >= ``minimum`` (empty allowed), e.g. the widths of hidden layers."""
+
+    def __init__(self, minimum: int = 1):
+        self.item = Interval(numbers.Integral, minimum, None)
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, list | tuple) and all(self.item.accepts(v) for v in value)
+
+    def __str__(self) -> str:
+        return f"a sequence of integers >= {self.item.low}"
+
+
+class InstanceOf(Constraint):
+    """An instance of ``kind``, described as ``description``."""
+
+    def __init__(self, kind: type, description: str):
+        self.kind, self.description = kind, description
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, self.kind)
+
+    def __str__(self) -> str:
+        return self.description
+
+
+class _NoneConstraint(Constraint):
+    def accepts(self, value) -> bool:
+        return value is None
+
+    def __str__(self) -> str:
+        return "None"
+
+
+#: the intervals most hyperparameters take
+POSITIVE = Interval(numbers.Real, 0, None, closed="right")
+NON_NEGATIVE = Interval(numbers.Real, 0, None)
+UNIT_INTERVAL = Interval(numbers.Real, 0, 1)
+POSITIVE_INT = Interval(numbers.Integral, 1, None)
+NON_NEGATIVE_INT = Interval(numbers.Integral, 0, None)
+
+#: what every method's ``random_state`` may be (:func:`check_random_state` turns it into a generator)
+RANDOM_STATE = [None, NON_NEGATIVE_INT, InstanceOf(np.random.Generator, "a numpy Generator"),
+                InstanceOf(np.random.RandomState, "a numpy RandomState")]
+
+
+def _constraint(c) -> Constraint:
+    return _NoneConstraint() if c is None else c
+
+
+def _message(owner: str | None, name: str, allowed, value) -> str:
+    described = [str(_constraint(c)) for c in allowed]
+    what = described[0] if len(described) == 1 else f"{', '.join(described[:-1])} or {described[-1]}"
+    shown = " ".join(repr(value).split())  # one line, whatever the value's repr
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return f"{owner}: {name} must be {what}, got {shown}" if owner else f"{name} must be {what}, got {shown}"
+
+
+def validate_params(params: dict, constraints: dict, owner: str) -> None:
+    """Check each of ``params`` that ``constraints`` names (name -> list of :class:`Constraint`,
+    ``None`` for the value ``None``) against its list: a value no constraint of its list accepts
+    raises :class:`ParameterError` ("<owner>: <name> must be <what is allowed>, got <value>").
+    A parameter not named is not checked (a subclass that declares nothing checks nothing)."""
+    for name, value in params.items():
+        allowed = constraints.get(name)
+        if allowed is not None and not any(_constraint(c).accepts(value) for c in allowed):
+            raise ParameterError(_message(owner, name, allowed, value))
 
 
 def check_int(value, name: str, *, minimum: int = 1, owner: str | None = None) -> int:
     """``value`` as an int >= ``minimum`` (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ParameterError(f"{_prefix(owner)}{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return int(Interval(numbers.Integral, minimum, None).check(value, name, owner))
 
 
 def check_int_range(value, name: str, low: int, high: int | None = None) -> int:
@@ -228,32 +371,6 @@ def check_int_range(value, name: str, low: int, high: int | None = None) -> int:
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
         raise ParameterError(f"{name} must be {bound}, got {value}")
-    return value
-
-
-def check_real(value, name: str, *, low: float = 0.0, low_inclusive: bool = True, high: float | None = None,
-               high_inclusive: bool = True, owner: str | None = None) -> float:
-    """``value`` as a finite float in the interval from ``low`` to ``high`` (None: unbounded)."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and bool(np.isfinite(value))
-    if ok:
-        value = float(value)
-        ok = value >= low if low_inclusive else value > low
-        if ok and high is not None:
-            ok = value <= high if high_inclusive else value < high
-    if not ok:
-        lo = "[" if low_inclusive else "("
-        hi = ("]" if high_inclusive else ")") if high is not None else ")"
-        raise ParameterError(
-            f"{_prefix(owner)}{name} must be a finite number in {lo}{low}, {'inf' if high is None else high}{hi}, "
-            f"got {value!r}"
-        )
-    return value
-
-
-def check_choice(value, name: str, allowed, *, owner: str | None = None):
-    """``value`` if it is one of ``allowed``."""
-    if value not in tuple(allowed):
-        raise ParameterError(f"{_prefix(owner)}{name} must be one of {tuple(allowed)}, got {value!r}")
     return value
 
 

@@ -30,7 +30,7 @@ from ._atomic import atomic_path
 from ._json import jsonable as _jsonable
 from ._keys import model_params
 from ._threads import thread_limit
-from ._validation import check_features, check_modality, check_n_bits
+from ._validation import RANDOM_STATE, check_features, check_modality, check_n_bits, validate_params
 from .data import CrossModalData
 from .errors import DataError, DataTypeError, DmhError, ModelFileError, ParameterError
 from .registry import get_method_class, method_key
@@ -79,11 +79,18 @@ class BaseHasher(BaseEstimator):
         return thread_limit(getattr(self, "n_threads", None), torch=self.uses_torch)
 
     # ------------------------------------------------------------------ fitting
+    #: the values each hyperparameter may take, checked once by :meth:`fit` (:func:`dmh._validation.
+    #: validate_params`): name -> list of constraints (``None`` for the value None). Every parameter but
+    #: ``n_bits`` (checked by :func:`dmh._validation.check_n_bits`) is declared; a subclass extends
+    #: its base's dict. Checks that involve several parameters are code: :meth:`_check_param_combinations`.
+    _parameter_constraints: dict = {"random_state": RANDOM_STATE}
+
     def fit(self, data: CrossModalData):
         """Learn hash functions from ``data`` (all its objects; use ``data.train()`` for a split)."""
-        self.check_hyperparameters()  # before the data: a bad value must not wait for a large check
+        n_bits = check_n_bits(self.n_bits)
+        self._validate_params(n_bits)  # before the data: a bad value must not wait for a large check
         data = self._check_fit_data(data)
-        self.n_bits_ = check_n_bits(self.n_bits)
+        self.n_bits_ = n_bits
         self.n_features_ = {"image": data.image.shape[1], "text": data.text.shape[1]}
         with self._thread_limit():
             self._fit(data)
@@ -95,11 +102,26 @@ class BaseHasher(BaseEstimator):
         :class:`dmh.errors.ParameterError` (one line naming it). ``n_bits``: the bit length to check
         the values against (some, e.g. STMH's ``n_active``, are bounded by it); default ``self.n_bits``.
         The command line calls this for every method and bit length before it loads any data."""
-        probe = type(self)(**self.get_params(deep=False))
-        probe.n_bits_ = check_n_bits(self.n_bits if n_bits is None else n_bits)
-        check = getattr(probe, "_check_params", None)
-        if check is not None:
-            check()
+        self._validate_params(check_n_bits(self.n_bits if n_bits is None else n_bits))
+
+    def _validate_params(self, n_bits: int) -> None:
+        """The declared constraints (:attr:`_parameter_constraints`), then the combinations."""
+        validate_params(self.get_params(deep=False), self._parameter_constraints, type(self).__name__)
+        self._check_param_combinations(n_bits)
+        legacy = getattr(self, "_check_params", None)
+        if legacy is not None:  # a subclass written for the hand-written checks: still run, with n_bits_ set
+            import warnings
+
+            warnings.warn(f"{type(self).__name__}._check_params is deprecated: declare _parameter_constraints "
+                          "and put checks of several parameters in _check_param_combinations", DeprecationWarning,
+                          stacklevel=3)
+            probe = type(self)(**self.get_params(deep=False))
+            probe.n_bits_ = n_bits
+            probe._check_params()
+
+    def _check_param_combinations(self, n_bits: int) -> None:
+        """Checks that involve several hyperparameters (or the bit length ``n_bits``), after each
+        one was checked alone; raise :class:`dmh.errors.ParameterError`. None by default."""
 
     #: a bit is "near-constant" when this fraction (or more) of the training codes share its value
     degenerate_fraction = 0.99
@@ -312,8 +334,7 @@ def load_model(path) -> BaseHasher:
     model.n_bits_ = n_bits
     model.n_features_ = {k: int(v) for k, v in n_features.items()}
     try:
-        if hasattr(model, "_check_params"):
-            model._check_params()
+        model._validate_params(n_bits)
         model._set_extra_meta(extra)
     except (DmhError, KeyError, TypeError, ValueError) as exc:  # header values read by the methods
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

@@ -307,10 +307,10 @@ def test_bad_param_values_are_refused_before_the_data(tmp_path, capsys, param):
     assert main(["fit", str(missing), "--method", "dmh", "--bits", "8", "--param", param,
                  "--out", str(tmp_path / "m.npz")]) == 2
     line = _error(capsys)
-    assert line.startswith("Error: dmh: ") and "no-such-data" not in line
+    assert line.startswith("Error: DMH: ") and "no-such-data" not in line  # the method, named once
     assert main(["evaluate", str(missing), "--method", "cvh,dmh", "--bits", "8", "--param", param,
                  "--out", str(tmp_path / "r.json")]) == 2
-    assert _error(capsys).startswith("Error: dmh: ")
+    assert _error(capsys).startswith("Error: DMH: ")
     assert not list(tmp_path.iterdir())
 
 

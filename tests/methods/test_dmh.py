@@ -4,6 +4,7 @@ import pytest
 from dmh import DMH, CrossModalData, load_model, make_semi_paired, mean_average_precision
 from dmh.errors import ParameterError, ResourceError
 from dmh.evaluation import evaluate_model
+from dmh.methods.dmh_options import DMHOptions
 
 from ..conftest import WIKI, requires_file
 
@@ -37,10 +38,16 @@ def test_same_seed_same_codes(semi, toy_data):
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_save_load_round_trip(semi, toy_data, tmp_path):
+    from sklearn.base import clone
+
     m = DMH(8, random_state=0, **TINY).fit(semi)
+    # the presets are resolved into the fitted options, the parameters stay as given (clone, cell keys)
+    assert m.similarity is None and m.options_.similarity == "perplexity" and m.options_.dam_stop == "agreement"
+    assert m.get_params() == DMH(8, random_state=0, **TINY).get_params() == clone(m).get_params()
     path = m.save(tmp_path / "m.npz")
     m2 = load_model(path)
     assert isinstance(m2, DMH) and m2.get_params() == m.get_params()
+    assert vars(m2.options_) == vars(m.options_)  # the header names the options the fit ran with
     for modality in ("image", "text"):
         X = getattr(toy_data, modality)
         assert np.array_equal(m.encode(X, modality), m2.encode(X, modality))
@@ -363,10 +370,10 @@ def test_refresh_reads_the_inputs_by_blocks_with_the_same_values(semi):
     import torch
 
     from dmh.methods import dam
-    from dmh.methods.dmh import _Standardised, column_mean_std, hidden_features
+    from dmh.methods.dam_inputs import Standardised, column_mean_std, hidden_features
 
     raws = {"image": semi.image, "text": semi.text}
-    X = _Standardised(raws, {m: column_mean_std(raws[m], semi.mask(m)) for m in raws})
+    X = Standardised(raws, {m: column_mean_std(raws[m], semi.mask(m)) for m in raws})
     for m in ("image", "text"):
         mask = semi.mask(m)
         whole = X.float32(m, mask)
@@ -424,25 +431,38 @@ def test_gamma_scaling_bits_weighs_the_quantization_by_16_over_the_code_length(s
         DMH(16, gamma_scaling="n_bits").check_hyperparameters(16)
 
 
+def test_every_preset_fills_the_same_options_with_allowed_values():
+    """Each preset names the options whose default is None, and its values pass DMH's constraints."""
+    from dmh._validation import validate_params
+    from dmh.methods.dmh import PRESETS
+
+    defaults = DMH().get_params()
+    filled = {name for name, value in defaults.items() if value is None} - {"random_state", "n_threads",
+                                                                            "dam_first_target", "dam_last_epochs"}
+    for name, values in PRESETS.items():
+        assert set(values) == filled, name
+        validate_params({**defaults, **values, "preset": name}, DMH._parameter_constraints, f"preset {name}")
+
+
 def test_presets_give_gbe_its_budget_and_the_paper_keys_stay():
     """The paper preset keeps GBE's constant step (0.05, 150 steps, tol 1e-5) and CLE's direct
     form; the options added for the default preset are left out of the paper preset's cell keys."""
     from dmh.evaluation import full_params
 
-    paper = DMH(16, preset="paper")
-    assert paper._gbe_budget(warm=False) == (0.05, 150) == paper._gbe_budget(warm=True)
-    assert paper._opt("gbe_tol") == 1e-5 and paper._opt("gbe_schedule") == "constant"
-    assert paper._opt("cle_gram") is False
-    default = DMH(16)
-    assert default._gbe_budget(warm=False) == (0.5, 80) and default._gbe_budget(warm=True) == (0.2, 60)
-    assert DMH(16, gbe_lr=0.1, gbe_max_iter=40)._gbe_budget(warm=True) == (pytest.approx(0.04), 30)
+    paper = DMHOptions.of(DMH(16, preset="paper"))
+    assert paper.gbe_budget(warm=False) == (0.05, 150) == paper.gbe_budget(warm=True)
+    assert paper.gbe_tol == 1e-5 and paper.gbe_schedule == "constant"
+    assert paper.cle_gram is False
+    default = DMHOptions.of(DMH(16))
+    assert default.gbe_budget(warm=False) == (0.5, 80) and default.gbe_budget(warm=True) == (0.2, 60)
+    assert DMHOptions.of(DMH(16, gbe_lr=0.1, gbe_max_iter=40)).gbe_budget(warm=True) == (pytest.approx(0.04), 30)
     keys = full_params("dmh", {"preset": "paper"})
     assert {"gbe_schedule", "cle_gram", "dam_agree_target"}.isdisjoint(keys)
     assert (keys["gbe_lr"], keys["gbe_max_iter"], keys["gbe_tol"]) == (0.05, 150, 1e-5)
     with pytest.raises(ValueError, match="gbe_schedule"):
-        DMH(16, gbe_schedule="linear")._check_params()
+        DMH(16, gbe_schedule="linear").check_hyperparameters()
     with pytest.raises(ValueError, match="cle_gram"):
-        DMH(16, cle_gram="yes")._check_params()
+        DMH(16, cle_gram="yes").check_hyperparameters()
 
 
 def test_first_round_agreement_target_applies_to_round_one_only(semi):
@@ -452,14 +472,15 @@ def test_first_round_agreement_target_applies_to_round_one_only(semi):
 
     assert "dam_first_target" not in full_params("dmh", {})
     assert full_params("dmh", {"dam_first_target": 0.9})["dam_first_target"] == 0.9
-    m = DMH(8, dam_first_target=0.5)
-    assert m._agree_target(0) == 0.5 and m._agree_target(1) == 0.995
-    assert DMH(8)._agree_target(0) == 0.995 and DMH(8, preset="paper")._agree_target(0) is None
+    m = DMHOptions.of(DMH(8, dam_first_target=0.5))
+    assert m.agreement_target(0) == 0.5 and m.agreement_target(1) == 0.995
+    assert DMHOptions.of(DMH(8)).agreement_target(0) == 0.995
+    assert DMHOptions.of(DMH(8, preset="paper")).agreement_target(0) is None
     small = dict(TINY, dam_epochs=6)
     low = DMH(8, random_state=0, dam_first_target=0.0, **small).fit(semi)
     assert [len(a) for a in low.history_["dam_image_agreement"]][0] == 1  # reached at the first pass
     with pytest.raises(ValueError, match="dam_first_target"):
-        DMH(8, dam_first_target=1.5)._check_params()
+        DMH(8, dam_first_target=1.5).check_hyperparameters()
 
 
 def test_last_round_passes_apply_to_the_last_round_only(semi):
@@ -471,7 +492,7 @@ def test_last_round_passes_apply_to_the_last_round_only(semi):
     m = DMH(8, random_state=0, dam_stop="fixed", **dict(TINY, n_rounds=2, dam_epochs=2), dam_last_epochs=4).fit(semi)
     assert [len(e) for e in m.history_["dam_image"]] == [2, 4] == [len(e) for e in m.history_["dam_text"]]
     with pytest.raises(ValueError, match="dam_last_epochs"):
-        DMH(8, dam_last_epochs=-1)._check_params()
+        DMH(8, dam_last_epochs=-1).check_hyperparameters()
 
 
 def test_removed_options_keep_cell_keys_and_saved_models_load(semi, toy_data, tmp_path):
@@ -480,8 +501,10 @@ def test_removed_options_keep_cell_keys_and_saved_models_load(semi, toy_data, tm
     import json
 
     import dmh
+    from dmh._keys import REMOVED_OPTIONS as REMOVED
     from dmh.evaluation import full_params
-    from dmh.methods.dmh_options import REMOVED_OPTIONS
+
+    REMOVED_OPTIONS = REMOVED["dmh"]
 
     keys = full_params("dmh", {})
     assert {k: keys[k] for k in REMOVED_OPTIONS} == REMOVED_OPTIONS
@@ -504,8 +527,10 @@ def test_removed_options_keep_cell_keys_and_saved_models_load(semi, toy_data, tm
 def test_a_cell_whose_key_names_removed_options_fits(semi, toy_data):
     """A cell's key names the removed options at their values; fitting the cell must not pass
     them to DMH (an evaluation of DMH ended in a TypeError)."""
+    from dmh._keys import REMOVED_OPTIONS as REMOVED
     from dmh.evaluation import data_fingerprint, fit_cell, make_cell
-    from dmh.methods.dmh_options import REMOVED_OPTIONS
+
+    REMOVED_OPTIONS = REMOVED["dmh"]
 
     cell = make_cell(dataset="toy", fingerprint=data_fingerprint(toy_data, "toy"), method="dmh", params=TINY,
                      n_bits=8, paired_ratio=1.0, seed=0)
@@ -542,3 +567,17 @@ def test_use_unpaired_false_fits_the_pairs_alone(semi, toy_data):
     assert a.codes_.shape[0] == semi.n_paired
     with pytest.raises(ValueError, match="use_unpaired"):
         DMH(use_unpaired="no").fit(semi)
+
+
+def test_docstring_example_runs():
+    """DMH's Examples section runs as written and shows what it says (a small fit: seconds)."""
+    import doctest
+
+    from dmh.methods import dmh as dmh_module
+
+    finder = doctest.DocTestFinder(recurse=False)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for test in finder.find(dmh_module.DMH, "DMH", globs={}):
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted >= 5 and result.failed == 0

@@ -7,6 +7,7 @@ import pytest
 from dmh import DMH, CrossModalData
 from dmh.diagnostics import _cosine, ranking_map
 from dmh.methods.dmh import PRESETS
+from dmh.methods.dmh_options import DMHOptions
 
 TINY = dict(d=16, hidden_size=32, n_rounds=1, dam_epochs=2, cle_max_iter=10, gbe_max_iter=20)
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -36,8 +37,8 @@ def _map_of_features(Y, labels):
 
 def test_paper_preset_standardises_every_feature():
     assert PRESETS["paper"]["cle_scaling"] == "feature"
-    assert DMH(8, preset="paper")._opt("cle_scaling") == "feature"
-    assert DMH(8, preset="paper", cle_scaling="view")._opt("cle_scaling") == "view"
+    assert DMHOptions.of(DMH(8, preset="paper")).cle_scaling == "feature"
+    assert DMHOptions.of(DMH(8, preset="paper", cle_scaling="view")).cle_scaling == "view"
     with pytest.raises(ValueError, match="cle_scaling"):
         DMH(8, cle_scaling="pixel", **TINY).fit(_views_with_faint_noise(n=40))
 

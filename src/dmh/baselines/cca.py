@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from .._validation import check_real
-from ..errors import DataError, ParameterError
+from .._validation import NON_NEGATIVE, Options
+from ..errors import DataError
 from .fitting import centre, paired_views
 from .spectral import fix_column_signs
 
 __all__ = [
-    "AUTO_FALLBACK_REG", "AUTO_HOLDOUT", "AUTO_REG_GRID", "cca_directions", "centred_pairs", "check_reg",
+    "AUTO_FALLBACK_REG", "AUTO_HOLDOUT", "AUTO_REG_GRID", "REG", "cca_directions", "centred_pairs",
     "select_cca_ridge",
 ]
 
@@ -23,6 +23,8 @@ AUTO_REG_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 AUTO_HOLDOUT = 0.2
 #: ridge of ``reg="auto"`` when the pairs are too few to hold some out (Gong et al.'s code's value)
 AUTO_FALLBACK_REG = 1e-4
+#: the values CVH's and CCA-ITQ's ``reg`` may take: ``"auto"`` or a relative ridge >= 0
+REG = [Options("auto"), NON_NEGATIVE]
 
 
 class _CCABasis:
@@ -95,15 +97,6 @@ def select_cca_ridge(Xi: np.ndarray, Xt: np.ndarray, k: int, rng: np.random.Gene
     if not np.isfinite(scores).any():
         raise DataError(f"{owner}: every ridge of {tuple(grid)} leaves a covariance singular")
     return float(grid[int(np.argmax(scores))]), scores
-
-
-def check_reg(reg, owner: str):
-    """``"auto"`` or a relative ridge, a finite number >= 0; anything else is a :class:`ParameterError`."""
-    if isinstance(reg, str):
-        if reg != "auto":
-            raise ParameterError(f"{owner}: reg must be 'auto' or a non-negative number, got {reg!r}")
-        return "auto"
-    return check_real(reg, "reg", owner=owner)
 
 
 def centred_pairs(data, n_bits: int, reg, rng: np.random.Generator, owner: str, n_directions: int | None = None):

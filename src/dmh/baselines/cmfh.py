@@ -34,11 +34,10 @@ import numpy as np
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
-from .._validation import check_int, check_random_state, check_real
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, Options, check_random_state
 from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
-from ..errors import ParameterError
-from .fitting import LinearHashMixin, centre
+from .fitting import LinearHashMixin, centre, settled
 
 __all__ = ["CMFH", "cmfh_objective", "update_U", "update_V", "update_P"]
 
@@ -160,6 +159,14 @@ class CMFH(LinearHashMixin, BaseHasher):
         "unified code" of a training object). Kept after ``fit`` for diagnostics; not saved.
     """
 
+    _parameter_constraints = {
+        **BaseHasher._parameter_constraints,
+        "lambda_": [UNIT_INTERVAL], "mu": [POSITIVE], "gamma": [POSITIVE],
+        "hash_ridge": [Options("auto"), None, POSITIVE], "max_iter": [POSITIVE_INT], "tol": [NON_NEGATIVE],
+    }
+    _saved_arrays = {"objective": (None,)}
+    _optional_arrays = {"hash_ridges": (np.nan, np.nan)}
+
     method_name = "cmfh"
     uses_unpaired = False
     min_paired = 2
@@ -168,23 +175,10 @@ class CMFH(LinearHashMixin, BaseHasher):
                  tol=1e-5, random_state=None):
         store_init_args(self, locals())
 
-    def _check_params(self):
-        name = type(self).__name__
-        lambda_ = check_real(self.lambda_, "lambda_", high=1.0, owner=name)
-        mu = check_real(self.mu, "mu", low_inclusive=False, owner=name)
-        gamma = check_real(self.gamma, "gamma", low_inclusive=False, owner=name)
-        max_iter = check_int(self.max_iter, "max_iter", owner=name)
-        tol = check_real(self.tol, "tol", owner=name)
-        ridge = self.hash_ridge
-        if ridge is not None and not (isinstance(ridge, str) and ridge == "auto"):
-            if isinstance(ridge, str):
-                raise ParameterError(f"{name}: hash_ridge must be 'auto', None or a positive number, got {ridge!r}")
-            check_real(ridge, "hash_ridge", low_inclusive=False, owner=name)
-        return lambda_, mu, gamma, max_iter, tol
-
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        lambda_, mu, gamma, max_iter, tol = self._check_params()
+        lambda_, mu, gamma = float(self.lambda_), float(self.mu), float(self.gamma)
+        max_iter, tol = int(self.max_iter), float(self.tol)
         rng = check_random_state(self.random_state)
         k = self.n_bits_
         paired = data.paired_mask
@@ -195,32 +189,25 @@ class CMFH(LinearHashMixin, BaseHasher):
 
         if self.hash_ridge is None:
             ridges = np.array([gamma / mu, gamma / mu])
-        elif isinstance(self.hash_ridge, str):
-            if self.hash_ridge != "auto":
-                raise ParameterError(f"{name}: hash_ridge must be 'auto', None or a positive number, "
-                                 f"got {self.hash_ridge!r}")
+        elif isinstance(self.hash_ridge, str):  # "auto"
             ridges = np.array([auto_hash_ridge(X1, gamma / mu), auto_hash_ridge(X2, gamma / mu)])
         else:
-            ridges = np.array([check_real(self.hash_ridge, "hash_ridge", low_inclusive=False, owner=name)] * 2)
+            ridges = np.array([float(self.hash_ridge)] * 2)
         gamma_p = mu * ridges
         S1, S2 = hash_solver(X1, mu, gamma, ridges[0]), hash_solver(X2, mu, gamma, ridges[1])
         V = rng.standard_normal((k, n))
         U1, U2 = update_U(X1, V, lambda_, gamma), update_U(X2, V, 1.0 - lambda_, gamma)
         P1, P2 = update_P(V, S1), update_P(V, S2)
         obj = [cmfh_objective(X1, X2, U1, U2, V, P1, P2, lambda_, mu, gamma, gamma_p)]
-        converged = False
-        n_iter = 0
-        while n_iter < max_iter:
-            n_iter += 1
+        for n_iter in range(1, max_iter + 1):  # noqa: B007 - n_iter_ is the count run
             U1 = update_U(X1, V, lambda_, gamma)
             U2 = update_U(X2, V, 1.0 - lambda_, gamma)
             V = update_V(X1, X2, U1, U2, P1, P2, lambda_, mu, gamma)
             P1, P2 = update_P(V, S1), update_P(V, S2)
             obj.append(cmfh_objective(X1, X2, U1, U2, V, P1, P2, lambda_, mu, gamma, gamma_p))
-            if (obj[-2] - obj[-1]) <= tol * max(abs(obj[-2]), np.finfo(float).tiny):
-                converged = True
+            if settled(obj, tol, np.finfo(float).tiny):
                 break
-        if not converged:
+        else:
             warnings.warn(
                 f"{name} did not converge in {max_iter} iterations (relative decrease of the "
                 f"objective {(obj[-2] - obj[-1]) / abs(obj[-2]):.2e} > tol {tol:g})",
@@ -234,18 +221,6 @@ class CMFH(LinearHashMixin, BaseHasher):
         self.latent_ = V.T.copy()
         self.hash_ridges_ = ridges
 
-    def _get_state(self):
-        return {
-            **self._linear_state(),
-            "objective": self.objective_,
-            "hash_ridges": self.hash_ridges_,
-        }
-
-    def _extra_state_spec(self):
-        return {"objective": (None,)}
-
     def _set_state(self, state):
-        self._set_linear_state(state)
-        self.objective_ = np.asarray(state["objective"])
-        self.hash_ridges_ = np.asarray(state["hash_ridges"]) if "hash_ridges" in state else np.full(2, np.nan)
+        super()._set_state(state)
         self.n_iter_ = self.objective_.size - 1

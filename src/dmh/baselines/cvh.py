@@ -41,11 +41,11 @@ import numpy as np
 from scipy import linalg
 
 from .._validation import check_random_state
-from ..base import BaseHasher
+from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import ParameterError
-from .cca import centred_pairs, check_reg
-from .fitting import LinearHashMixin
+from .cca import REG, centred_pairs
+from .fitting import EigenHashMixin
 from .spectral import fix_column_signs
 
 __all__ = ["CVH", "cvh_eigenproblem"]
@@ -71,7 +71,7 @@ def cvh_eigenproblem(Xi: np.ndarray, Xt: np.ndarray, reg: float):
     return P, Q, ridge
 
 
-class CVH(LinearHashMixin, BaseHasher):
+class CVH(EigenHashMixin, BaseHasher):
     """Cross-View Hashing (Kumar & Udupa, IJCAI 2011) for two modalities.
 
     Trains on the **paired** objects of the data only (the image-only and text-only objects of
@@ -111,21 +111,20 @@ class CVH(LinearHashMixin, BaseHasher):
         1 (closed form).
     """
 
+    _parameter_constraints = {**BaseHasher._parameter_constraints, "reg": REG}
+    _saved_arrays = {**EigenHashMixin._saved_arrays, "ridge": (None,)}
+    _optional_arrays = {"reg_scores": ()}
+
     method_name = "cvh"
     uses_unpaired = False
     min_paired = 2
 
     def __init__(self, n_bits=64, *, reg="auto", random_state=None):
-        self.n_bits = n_bits
-        self.reg = reg
-        self.random_state = random_state
-
-    def _check_params(self):
-        return check_reg(self.reg, type(self).__name__)
+        store_init_args(self, locals())
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        reg = self._check_params()
+        reg = "auto" if isinstance(self.reg, str) else float(self.reg)
         rng = check_random_state(self.random_state)  # only reg="auto" draws from it (its held-out split)
         k = self.n_bits_
         di, dt = data.image.shape[1], data.text.shape[1]
@@ -145,31 +144,8 @@ class CVH(LinearHashMixin, BaseHasher):
         evecs = fix_column_signs(evecs)
         self.projections_ = {"image": evecs[:di], "text": evecs[di:]}
         self.means_ = means
-        self.eigenvalues_ = evals
-        self.ridge_ = ridge
-        self.reg_ = reg
-        self.reg_scores_ = scores
-        self.objective_ = float(evals.sum())
-        self.n_iter_ = 1
-
-    def _get_state(self):
-        return {
-            **self._linear_state(),
-            "eigenvalues": self.eigenvalues_,
-            "ridge": self.ridge_,
-            "reg_scores": self.reg_scores_,
-        }
-
-    def _extra_state_spec(self):
-        return {"eigenvalues": (None,), "ridge": (None,)}
-
-    def _set_state(self, state):
-        self._set_linear_state(state)
-        self.eigenvalues_ = np.asarray(state["eigenvalues"])
-        self.ridge_ = np.asarray(state["ridge"])
-        self.reg_scores_ = np.asarray(state.get("reg_scores", np.empty(0)))
-        self.objective_ = float(self.eigenvalues_.sum())
-        self.n_iter_ = 1
+        self._set_eigenvalues(evals)
+        self.ridge_, self.reg_, self.reg_scores_ = ridge, reg, scores
 
     def _extra_meta(self):
         return {"reg": self.reg_}

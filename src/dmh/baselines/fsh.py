@@ -33,16 +33,18 @@ fusion similarity, the kernel width, the weight update), see ``docs/baselines.md
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from scipy.linalg import solve
 from sklearn.cluster import KMeans
 from sklearn.metrics import pairwise_distances
 
-from .._validation import check_int, check_random_state, check_real
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Interval, Options, check_random_state
 from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import ParameterError
-from .fitting import l2_normalize_rows, paired_views, warn_not_converged
+from .fitting import l2_normalize_rows, paired_views, settled, warn_not_converged
 
 __all__ = ["AUTO_RIDGES", "FSH", "auto_ridge", "effective_dof", "fsh_objective", "fusion_similarity",
            "knn_uniform"]
@@ -146,6 +148,13 @@ class FSH(BaseHasher):
     objective_ : objective after initialisation and after every iteration. n_iter_ : iterations.
     """
 
+    _parameter_constraints = {
+        **BaseHasher._parameter_constraints,
+        "n_anchors": [Interval(numbers.Integral, 2, None)], "n_neighbors": [POSITIVE_INT], "lambda_": [POSITIVE],
+        "r": [Interval(numbers.Real, 1, None, closed="right")], "ridge": [Options("auto"), POSITIVE],
+        "sigma": [None, POSITIVE], "max_iter": [POSITIVE_INT], "tol": [NON_NEGATIVE],
+    }
+
     method_name = "fsh"
     uses_unpaired = False
     min_paired = 2
@@ -154,26 +163,15 @@ class FSH(BaseHasher):
                  ridge="auto", sigma=None, max_iter=100, tol=1e-6, random_state=None):
         store_init_args(self, locals())
 
-    def _check_params(self):
-        l_ = check_int(self.n_anchors, "n_anchors", minimum=2)
-        s = check_int(self.n_neighbors, "n_neighbors")
-        if s > l_:
-            raise ParameterError(f"n_neighbors ({s}) must not exceed n_anchors ({l_})")
-        check_real(self.lambda_, "lambda_", low=0.0, low_inclusive=False)
-        check_real(self.r, "r", low=1.0, low_inclusive=False)
-        if not (isinstance(self.ridge, str) and self.ridge == "auto"):
-            if isinstance(self.ridge, str):
-                raise ParameterError(f"ridge must be 'auto' or a positive number, got {self.ridge!r}")
-            check_real(self.ridge, "ridge", low=0.0, low_inclusive=False)
-        check_real(self.tol, "tol")
-        check_int(self.max_iter, "max_iter")
-        if self.sigma is not None:
-            check_real(self.sigma, "sigma", low=0.0, low_inclusive=False)
-        return l_, s
+    def _check_param_combinations(self, n_bits):
+        if self.n_neighbors > self.n_anchors:
+            raise ParameterError(
+                f"FSH: n_neighbors must be at most n_anchors ({self.n_anchors}), got {self.n_neighbors}"
+            )
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
-        l_, s = self._check_params()
+        l_, s = int(self.n_anchors), int(self.n_neighbors)
         c = self.n_bits_
         Xi, Xt = paired_views(data, "FSH", l_, f"it places n_anchors={l_} anchors among them")
         rng = check_random_state(self.random_state)
@@ -221,7 +219,6 @@ class FSH(BaseHasher):
         Bbar = _sign(anchors[1] @ W[1])
         eta = np.array([0.5, 0.5])
         history = [objective(graph_terms(B, Bbar), eta, B, XW, W)]
-        converged = False
         for _ in range(int(self.max_iter)):
             F = eta[0] ** r * A[0] + eta[1] ** r * A[1]
             B = _sign(F @ Bbar + 2.0 * lam * (XW[0] + XW[1]))
@@ -231,13 +228,11 @@ class FSH(BaseHasher):
             L = graph_terms(B, Bbar)
             eta = _simplex_weights(L, r)
             history.append(objective(L, eta, B, XW, W))
-            if history[-2] - history[-1] <= self.tol * abs(history[-2]):
-                converged = True
+            if settled(history, self.tol):
                 break
-        if not converged:
+        else:
             warn_not_converged("FSH", int(self.max_iter))
-        self.n_iter_ = len(history) - 1
-        self.objective_ = history
+        self.objective_, self.n_iter_ = history, len(history) - 1
         self.image_weights_, self.text_weights_ = W
         self.anchor_codes_ = Bbar.astype(np.int8)
         self.eta_ = eta
@@ -267,7 +262,7 @@ class FSH(BaseHasher):
     def _set_state(self, state):
         for name in self._STATE:
             key = name.rstrip("_")
-            if key == "ridges" and key not in state:  # saved before the ridges were recorded
+            if key == "ridges" and key not in state:  # a model file without the ridges used
                 self.ridges_ = np.full(2, np.nan)
                 continue
             setattr(self, name, np.asarray(state[key], dtype=np.float64))

@@ -39,11 +39,11 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from .._validation import check_int, check_random_state, check_real
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT
 from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import DataError
-from .fitting import LinearHashMixin, centre
+from .fitting import EigenHashMixin, centre
 from .spectral import fix_column_signs, knn_heat_affinity, laplacian
 
 __all__ = ["IMH", "regression_residual_matrix", "imh_solve", "imh_objective"]
@@ -131,7 +131,7 @@ def _dense(L):
     return L.toarray() if hasattr(L, "toarray") else np.asarray(L)
 
 
-class IMH(LinearHashMixin, BaseHasher):
+class IMH(EigenHashMixin, BaseHasher):
     """Inter-Media Hashing (Song et al., SIGMOD 2013) for semi-paired image-text data.
 
     Uses **all** observed objects: the k-NN graph of each medium spans its paired and unpaired
@@ -171,6 +171,12 @@ class IMH(LinearHashMixin, BaseHasher):
         1 (closed form).
     """
 
+    _parameter_constraints = {
+        **BaseHasher._parameter_constraints,
+        "lambda_": [NON_NEGATIVE], "beta": [POSITIVE], "mu": [POSITIVE], "n_neighbors": [POSITIVE_INT],
+        "sigma": [None, POSITIVE],
+    }
+
     method_name = "imh"
     uses_unpaired = True
     min_paired = 1
@@ -179,19 +185,10 @@ class IMH(LinearHashMixin, BaseHasher):
                  random_state=None):
         store_init_args(self, locals())
 
-    def _check_params(self):
-        name = type(self).__name__
-        lambda_ = check_real(self.lambda_, "lambda_", owner=name)
-        beta = check_real(self.beta, "beta", low_inclusive=False, owner=name)
-        mu = check_real(self.mu, "mu", low_inclusive=False, owner=name)
-        k_nn = check_int(self.n_neighbors, "n_neighbors", owner=name)
-        sigma = None if self.sigma is None else check_real(self.sigma, "sigma", low_inclusive=False, owner=name)
-        return lambda_, beta, mu, k_nn, sigma
-
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        lambda_, beta, mu, k_nn, sigma = self._check_params()
-        check_random_state(self.random_state)  # validated for the common interface; unused
+        lambda_, beta, mu, k_nn = float(self.lambda_), float(self.beta), float(self.mu), int(self.n_neighbors)
+        sigma = None if self.sigma is None else float(self.sigma)  # random_state: unused (no random step)
         k = self.n_bits_
         idx_i = np.flatnonzero(data.image_mask)
         idx_t = np.flatnonzero(data.text_mask)
@@ -211,21 +208,4 @@ class IMH(LinearHashMixin, BaseHasher):
         self.projections_ = {"image": ridge_weights(Xi, Y1, beta),
                              "text": ridge_weights(Xt, Y2, beta)}
         self.means_ = {"image": mean_i, "text": mean_t}
-        self.eigenvalues_ = evals
-        self.objective_ = float(evals.sum())
-        self.n_iter_ = 1
-
-    def _get_state(self):
-        return {
-            **self._linear_state(),
-            "eigenvalues": self.eigenvalues_,
-        }
-
-    def _extra_state_spec(self):
-        return {"eigenvalues": (None,)}
-
-    def _set_state(self, state):
-        self._set_linear_state(state)
-        self.eigenvalues_ = np.asarray(state["eigenvalues"])
-        self.objective_ = float(self.eigenvalues_.sum())
-        self.n_iter_ = 1
+        self._set_eigenvalues(evals)

@@ -28,11 +28,11 @@ import numpy as np
 from scipy.linalg import solve
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_features, check_int, check_random_state, check_real
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, check_features, check_random_state
 from ..base import BaseHasher, sign_codes, store_init_args
 from ..data import CrossModalData
 from ..errors import DataError
-from .fitting import l2_normalize_rows, paired_views, warn_not_converged
+from .fitting import l2_normalize_rows, paired_views, settled, warn_not_converged
 from .sparse_coding import lasso_fista, project_rows_to_ball, update_dictionary_rows
 
 __all__ = ["LSSH", "lssh_objective"]
@@ -71,8 +71,8 @@ class LSSH(BaseHasher):
         Principal components kept of the images before sparse coding (authors' code: as many as
         bits); capped by the image dimension and the number of paired objects.
     max_iter : int [20]
-        Outer alternating iterations (the authors' code runs exactly 20; reaching them before the
-        ``tol`` criterion is met raises a ConvergenceWarning).
+        Outer alternating iterations (the authors' code runs exactly 20; reaching them without
+        meeting the ``tol`` criterion raises a ConvergenceWarning).
     tol : float [1e-3]
         Stop when the objective decreases by less than ``tol`` times its value.
     lasso_max_iter : int [30]
@@ -93,6 +93,13 @@ class LSSH(BaseHasher):
     objective_ : list of the objective after every iteration. n_iter_ : iterations run.
     """
 
+    _parameter_constraints = {
+        **BaseHasher._parameter_constraints,
+        "lambda_": [POSITIVE], "mu": [POSITIVE], "gamma": [POSITIVE], "tol": [NON_NEGATIVE],
+        "lasso_tol": [NON_NEGATIVE], "n_atoms": [POSITIVE_INT], "max_iter": [POSITIVE_INT],
+        "lasso_max_iter": [POSITIVE_INT], "dict_sweeps": [POSITIVE_INT], "pca_dim": [None, POSITIVE_INT],
+    }
+
     method_name = "lssh"
     uses_unpaired = False
     min_paired = 2
@@ -103,19 +110,7 @@ class LSSH(BaseHasher):
         store_init_args(self, locals())
 
     # ------------------------------------------------------------------ fitting
-    def _check_params(self):
-        check_real(self.lambda_, "lambda_", low=0.0, low_inclusive=False)
-        check_real(self.mu, "mu", low=0.0, low_inclusive=False)
-        check_real(self.gamma, "gamma", low=0.0, low_inclusive=False)
-        check_real(self.tol, "tol")
-        check_real(self.lasso_tol, "lasso_tol")
-        for name in ("n_atoms", "max_iter", "lasso_max_iter", "dict_sweeps"):
-            check_int(getattr(self, name), name)
-        if self.pca_dim is not None:
-            check_int(self.pca_dim, "pca_dim")
-
     def _fit(self, data: CrossModalData) -> None:
-        self._check_params()
         k = self.n_bits_
         X_raw, Y_raw = paired_views(
             data, "LSSH", max(k, 2), f"its {k}-dimensional latent space is fitted to them"
@@ -148,7 +143,6 @@ class LSSH(BaseHasher):
         S = lasso_fista(X, B, lam, max_iter=self.lasso_max_iter, tol=self.lasso_tol)
         sg = np.sqrt(gamma)
         history = []
-        converged = False
         eye = np.eye(k)
         for _ in range(int(self.max_iter)):
             # A: closed form of  mu ||Y - A U||^2 + gamma ||A - S R||^2
@@ -160,16 +154,12 @@ class LSSH(BaseHasher):
             B = update_dictionary_rows(X, S, B, n_sweeps=self.dict_sweeps)
             R = update_dictionary_rows(A, S, R, n_sweeps=self.dict_sweeps)
             history.append(lssh_objective(X, Y, S, B, U, A, R, lambda_=lam, mu=mu, gamma=gamma))
-            if len(history) > 1 and history[-2] - history[-1] <= self.tol * abs(history[-2]):
-                converged = True
+            if len(history) > 1 and settled(history, self.tol):
                 break
-        if not converged:
+        else:
             warn_not_converged("LSSH", int(self.max_iter))
-        self.n_iter_ = len(history)
-        self.objective_ = history
-        self.dictionary_ = B
-        self.text_basis_ = U
-        self.latent_map_ = R
+        self.objective_, self.n_iter_ = history, len(history)
+        self.dictionary_, self.text_basis_, self.latent_map_ = B, U, R
         self.pca_dim_ = p
 
     # ------------------------------------------------------------------ encoding

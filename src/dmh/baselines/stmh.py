@@ -27,14 +27,16 @@ No preprocessing (the authors' code uses the features as given). See
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from scipy.linalg import eigh, solve
 
-from .._validation import check_int, check_random_state, check_real
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Interval, check_int, check_random_state
 from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
 from ..errors import ParameterError
-from .fitting import paired_views, warn_not_converged
+from .fitting import paired_views, settled, warn_not_converged
 
 __all__ = ["STMH", "stmh_objective", "top_m_indicator", "top_m_margin"]
 
@@ -112,6 +114,12 @@ class STMH(BaseHasher):
     n_iter_ : iterations run.
     """
 
+    _parameter_constraints = {
+        **BaseHasher._parameter_constraints,
+        "lambda_": [Interval(numbers.Real, 0, 1, closed="neither")], "mu": [POSITIVE], "gamma": [POSITIVE],
+        "n_active": [None, POSITIVE_INT], "max_iter": [POSITIVE_INT], "tol": [NON_NEGATIVE], "eps": [POSITIVE],
+    }
+
     method_name = "stmh"
     uses_unpaired = False
     min_paired = 2
@@ -120,27 +128,15 @@ class STMH(BaseHasher):
                  tol=1e-4, eps=1e-8, random_state=None):
         store_init_args(self, locals())
 
-    def _check_params(self):
-        check_real(self.lambda_, "lambda_", low=0.0, low_inclusive=False, high=1.0,
-                   high_inclusive=False)
-        check_real(self.mu, "mu", low=0.0, low_inclusive=False)
-        check_real(self.gamma, "gamma", low=0.0, low_inclusive=False)
-        check_real(self.tol, "tol")
-        check_real(self.eps, "eps", low=0.0, low_inclusive=False)
-        check_int(self.max_iter, "max_iter")
-        c = self.n_bits_
-        if self.n_active is None:
-            m = max(1, int(np.floor(c / 2 + 0.5)))  # MATLAB's round(c / 2)
-        else:
-            m = check_int(self.n_active, "n_active")
-            if m > c:
-                raise ParameterError(f"n_active must be at most n_bits ({c}), got {m}")
-        return m
+    def _check_param_combinations(self, n_bits):
+        if self.n_active is not None and self.n_active > n_bits:
+            raise ParameterError(f"STMH: n_active must be at most n_bits ({n_bits}), got {self.n_active}")
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
-        m = self._check_params()
         c = self.n_bits_
+        # m active topics per object (default: MATLAB's round(c / 2))
+        m = max(1, int(np.floor(c / 2 + 0.5))) if self.n_active is None else int(self.n_active)
         X1, X2 = paired_views(data, "STMH", max(c, 2), f"it clusters them into {c} topics")
         rng = check_random_state(self.random_state)
         n = X1.shape[0]
@@ -158,7 +154,6 @@ class STMH(BaseHasher):
         R = solve(V1.T @ V1 + (gamma / mu) * eye, V1.T @ G, assume_a="pos")
         kw = dict(lambda_=lam, mu=mu, gamma=gamma, eps=eps)
         history = [stmh_objective(X1, X2, V1, U1, U2, G, R, **kw)]
-        converged = False
         for _ in range(int(self.max_iter)):
             U1 = self._update_U1(X1, V1, w, lam, gamma)
             U2 = self._update_U2(X2, G, lam, gamma)
@@ -168,17 +163,13 @@ class STMH(BaseHasher):
             G = top_m_indicator(cost, m)
             w = self._weights(X1, V1, U1, eps)
             history.append(stmh_objective(X1, X2, V1, U1, U2, G, R, **kw))
-            if history[-2] - history[-1] <= self.tol * abs(history[-2]):
-                converged = True
+            if settled(history, self.tol):
                 break
-        if not converged:
+        else:
             warn_not_converged("STMH", int(self.max_iter))
-        self.n_iter_ = len(history) - 1
-        self.objective_ = history
+        self.objective_, self.n_iter_ = history, len(history) - 1
         self.n_active_ = m
-        self.image_basis_ = U1
-        self.topic_centres_ = U2
-        self.topic_map_ = R
+        self.image_basis_, self.topic_centres_, self.topic_map_ = U1, U2, R
         self.train_indicators_ = G  # kept for inspection; not saved
 
     @staticmethod

@@ -155,7 +155,7 @@ def y_update_exact(Zbars, Qs, Wm: sparse.csr_matrix, Y0: np.ndarray, lam: float,
     this pays (fig5's grid runs ``lambda_`` to 1000). The change of basis is orthogonal, so the
     iterates are the plain iteration's up to rounding; but rounding differences can still flip a
     code bit several stages later, so below the threshold (the default 0.1 included) the plain
-    iteration stays, and every result made with it before is reproduced bit for bit.
+    iteration runs, and the results recorded with it are reproduced bit for bit.
 
     ``overwrite=True`` lets the float32 plain iteration update ``Y0`` in place (one n x d array
     less; :func:`fit_cle` passes it, as it replaces its Y by the result anyway).
@@ -283,7 +283,7 @@ def _cg_lowp(A, IW, IWt, lam, rhs, Y0, max_iter, tol, diagonal: bool = False):
             break
         op(P, AP)
         alpha = rr / _dot(P, AP)
-        AP *= alpha  # R -= alpha * AP and Y += alpha * P, elementwise as before, in AP's memory
+        AP *= alpha  # R -= alpha * AP and Y += alpha * P, the same elementwise products, in AP's memory
         R -= AP
         np.multiply(P, alpha, out=AP)
         Y += AP

@@ -1,229 +1,224 @@
 """Deep Manifold Hashing (Shi et al.): CLE -> GBE -> DAM, alternated for ``n_rounds`` rounds.
 
 See ``docs/method.md`` for every choice made where the paper is silent, and the module docstrings
-of :mod:`dmh.methods.cle`, :mod:`dmh.methods.gbe` and :mod:`dmh.methods.dam` for the details.
+of :mod:`dmh.methods.cle`, :mod:`dmh.methods.gbe` and :mod:`dmh.methods.dam` for the details. The
+options a fit runs with (presets resolved) are :class:`dmh.methods.dmh_options.DMHOptions`.
 """
 
 from __future__ import annotations
 
-import time
+import numbers
 from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 
 from .._memory import release_free_memory
+from .._threads import MAX_THREADS
+from .._validation import (
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    UNIT_INTERVAL,
+    Boolean,
+    Interval,
+    Options,
+    check_random_state,
+    validate_params,
+)
 from ..base import BaseHasher, store_init_args
 from ..data import CrossModalData
+from ..errors import ParameterError
 from . import cle as cle_mod
 from . import unpaired
-from .dmh_options import (  # noqa: F401 - the options' names, as dmh.methods.dmh has always given them
+from .dam_inputs import Standardised, column_mean_std, hidden_features
+from .dmh_options import (  # noqa: F401 - importable from dmh.methods.dmh
     FIT_MEMORY_BASE,
     GAMMA_REFERENCE_BITS,
     GBE_WARM_LR,
     GBE_WARM_STEPS,
     PRESETS,
-    REMOVED_OPTIONS,
     SPARSE_ZERO_SHARE,
     DMHOptions,
     fit_memory_bytes,
     native_bf16,
+    preset_options,
     resolve_device,
     sparse_view,
 )
+from .pca_embedding import align_bits, pca_codes
+from .stage_clock import StageClock
 
 __all__ = ["DMH", "PRESETS"]
 
+MODALITIES = ("image", "text")
 
-class DMH(DMHOptions, BaseHasher):
+
+class DMH(BaseHasher):
     """Deep Manifold Hashing for semi-paired, unlabeled image-text data.
 
-    Parameters (paper defaults in brackets)
+    Complemented Local Embedding (CLE) embeds both modalities in one space ``Y``; Global Binary
+    Embedding (GBE) turns ``Y`` into codes; Deep Adaptive Mapping (DAM) trains one network per
+    modality to produce them. The three alternate for ``n_rounds`` rounds.
+
+    The parameters come in five groups, in this order: the paper's (its symbols, and the solver
+    settings it leaves open); speed (the same model with less work, or a cheaper approximation);
+    ablations and variants; the ``preset`` and the options it fills in (each ``None`` by default:
+    the preset's value, see :data:`PRESETS`; an explicit value wins); and the run's (device,
+    threads, seed, output). Every default below is the code's; where it departs from the paper,
+    docs/method.md says why, and docs/quality.md and docs/speed.md give the measurements.
+
+    Parameters
     ----------
-    n_bits : int
+    n_bits : int, default=64
         Code length ``c``.
-    d : int [512]
-        Dimension of the modality-invariant features Y (CLE).
-    k : int [3]
+    d : int, default=512
+        Dimension of the modality-invariant features ``Y`` (CLE).
+    k : int, default=3
         Neighbours per object in CLE.
-    lambda_ : float [0.1]
+    lambda_ : float, default=0.1
         Weight of the local-consistency term of Eq. 6.
-    eta : float [0.01]
+    eta : float, default=0.01
         Weight of the ``||Y||^2`` regulariser of Eq. 6.
-    gamma : float [0.01]
-        Weight of the quantisation loss of Eq. 11 (see ``quantization``).
-    n_rounds : int [3]
-        Outer rounds of CLE -> GBE -> DAM (the paper reports stability after 3). ``2`` fits in about
-        0.7-0.8 of the time for MAP 0.003 lower on average (docs/quality.md: an option, not the
-        default).
-    hidden_size : int [4096]
+    gamma : float, default=0.01
+        Weight of the quantisation loss of Eq. 11 (see ``quantization`` and ``gamma_scaling``).
+    n_rounds : int, default=3
+        Outer rounds of CLE -> GBE -> DAM (the paper reports stability after 3).
+    hidden_size : int, default=4096
         Width of the hidden layer of imgNet and txtNet; it becomes ``z^v`` for the next CLE round.
-    image_lr, text_lr : float [10**-4.5, 10**-3.5]
-        Adam learning rates of imgNet and txtNet.
-    batch_size : int [128]
+    image_lr, text_lr : float, default=1e-3
+        Adam learning rates of imgNet and txtNet (the paper's are ``10**-4.5`` and ``10**-3.5``:
+        docs/method.md).
+    batch_size : int, default=128
         Mini-batch size of DAM.
-    dam_epochs : int
+    dam_epochs : int, default=10
         Passes over the data per network and round (the paper gives no number); the most passes
-        under ``dam_stop="agreement"`` or ``dam_agree_target``.
-    dam_stop : {"fixed", "agreement"} or None
-        ``"fixed"`` (the paper preset): ``dam_epochs`` passes in every round. ``"agreement"`` (the
-        default preset): the first round (networks trained from scratch) still makes
-        ``dam_epochs`` passes; in later rounds, where each network starts from the previous round's
-        weights and GBE's new codes barely differ from the old, it stops after the first pass that
-        raises its bit agreement with the codes (on its training batches) by less than
-        ``dam_agree_tol``, or that already brings it back within ``dam_agree_tol`` of the agreement
-        it had reached in the previous round (at most ``dam_epochs`` passes; no labels used).
-        ``None``: the preset's.
-    dam_agree_tol : float [0.001]
+        under ``dam_stop="agreement"`` or an agreement target.
+    quantization : {"mean", "sum"}, default="mean"
+        Scale of the quantisation term: per object, or summed as printed in Eq. 11.
+    q_update : {"procrustes", "paper"}, default="procrustes"
+        CLE's update of its rotations (:mod:`dmh.methods.cle`).
+    y_update : {"exact", "jacobi"}, default="exact"
+        CLE's update of ``Y`` (:mod:`dmh.methods.cle`).
+    gbe_init : {"pca", "projection", "random"}, default="projection"
+        Initial relaxed codes of the first round; later rounds warm-start from the previous one
+        (:func:`dmh.methods.gbe.init_codes`).
+    cle_max_iter : int, default=30
+        CLE's most iterations per round.
+    cle_tol : float, default=1e-4
+        Relative change of CLE's objective at which it stops.
+    neighbour_pool : int, default=30
+        Candidates per object from which CLE picks its neighbours.
+    w_reg : float, default=0.1
+        Regulariser of CLE's reconstruction weights.
+    gbe_solver : {"auto", "exact", "approx"}, default="auto"
+        GBE's gradient over all n^2 pairs (``"exact"``) or its O(n k) estimate from each object's
+        nearest neighbours of S^Y plus sampled pairs (``"approx"``); ``"auto"`` switches to
+        ``"approx"`` from :data:`dmh.methods.gbe.APPROX_MIN_N` training objects on.
+    chunk_size : int, default=256
+        Rows per block of the exact GBE gradient.
+    dam_precision : {"float32", "bfloat16", "auto"}, default="float32"
+        Precision of the first hidden layer's products in DAM's training (weights, Adam and every
+        output after training stay float32). ``"bfloat16"`` is faster where the device multiplies
+        it natively and gives different codes; ``"auto"``: ``"bfloat16"`` where
+        :func:`native_bf16` says so, else ``"float32"``; ``dam_precision_`` says which ran.
+    ridge_solver : {"sklearn", "dual"}, default="dual"
+        How ``unpaired_complement="ridge"`` solves its regressions: scikit-learn's ``RidgeCV``, or
+        its model and penalty choice predicted in the dual form without the regression's
+        coefficients where the paired objects are fewer than the features
+        (:func:`dmh.methods.unpaired.ridge_predict_dual`); equal up to rounding, so codes can
+        differ in a few bits.
+    dam_agree_tol : float, default=1e-3
         Tolerance of ``dam_stop="agreement"``, as a fraction of the target bits.
+    dam_first_target : float or None, default=None
+        The first round's agreement target (networks trained from scratch) where it should differ
+        from ``dam_agree_target``.
+    dam_last_epochs : int or None, default=None
+        The most passes of the last round's networks (the ones that encode) where they should
+        differ from ``dam_epochs``.
+    complement : {"lle", "zero"}, default="lle"
+        Complement missing descriptions by Eq. 5 (DMH) or with zeros (the DMH-ZERO ablation).
+    binary_embedding : {"gbe", "pca"}, default="gbe"
+        GBE (DMH) or the sign of the top principal components of ``Y`` (DMH-PCA).
+    refresh_features : bool, default=True
+        Refresh ``z^v`` from the DAM hidden layers after each round (DMH); ``False`` keeps the
+        input features (DMH-FIX).
+    use_unpaired : bool, default=True
+        ``False``: fit on the paired objects alone (what ``dmh evaluate --training pairs-only`` does
+        to the data, as a parameter, so that ``dmh tune`` can compare the two on held-out pairs).
+    dam_contrastive : float, default=0.0
+        Weight of a cross-modal contrastive term in DAM: each network is also trained to pick each
+        paired object's partner among its batch's partners by the cosine similarity of its outputs
+        to the other network's (InfoNCE at :data:`dmh.methods.dam.CONTRASTIVE_TEMPERATURE`).
+    preset : {"default", "paper"}, default="default"
+        Where the options below take their value when left as ``None`` (:data:`PRESETS`):
+        ``"paper"`` is the paper's method, ``"default"`` the label-free choice of docs/quality.md.
+    similarity : {"clip", "shift", "raw", "perplexity"} or None
+        How S^Y (Eq. 7) stays a distribution when inner products are negative (``"clip"``: the
+        paper), or ``"perplexity"``: t-SNE's sparse, neighbour-calibrated P over Euclidean
+        distances of ``Y``.
+    perplexity : float or None
+        Perplexity of S^Y under ``similarity="perplexity"``.
+    gamma_scaling : {"none", "bits"} or None
+        ``"bits"`` weighs GBE's quantisation loss by ``gamma * 16 / n_bits``, keeping the balance
+        the paper's ``gamma`` has at 16 bits at every code length; ``"none"``: ``gamma``.
+    unpaired_complement : {"neighbours", "ridge"} or None
+        How CLE complements an unpaired object's missing description (``complement="lle"``): from
+        its nearest paired neighbours in its own view (Eq. 5), or by a ridge regression from the
+        observed view to the missing one fitted on the paired objects each round.
+    unpaired_dam : bool or None
+        Whether the unpaired objects also train the hash networks (``True``: the paper).
+    cle_scaling : {"feature", "view", "auto"} or None
+        How the input descriptions enter CLE's first round: every feature standardised
+        (``"feature"``: the paper), each view only centred and scaled as a whole (``"view"``), or
+        ``"view"`` for a sparse view (at least :data:`SPARSE_ZERO_SHARE` of its entries zero) and
+        ``"feature"`` for a dense one (``"auto"``); the choice is kept in ``cle_scaling_``.
+    dam_stop : {"fixed", "agreement"} or None
+        ``"fixed"``: ``dam_epochs`` passes in every round. ``"agreement"``: from the second round
+        on, a network stops after the first pass that raises its bit agreement with GBE's codes by
+        less than ``dam_agree_tol``, or that brings it within ``dam_agree_tol`` of the agreement
+        it reached in the previous round.
     dam_agree_target : float or None
         A network's training in a round also stops after the first pass whose bit agreement with
-        GBE's codes (on its training batches) reaches this level (``None``: no such stop; the paper
-        preset's). The default preset's 0.995: the networks copy 99.5% of the codes' bits before the
-        agreement rule's 0.001 a pass would stop them (docs/speed.md).
-    dam_last_epochs : int or None
-        The most passes of the last round's networks, where they should differ from
-        ``dam_epochs``: the last round's networks are the ones that encode, the earlier rounds'
-        only give the next round its features and start. ``None``: ``dam_epochs``.
-    dam_first_target : float or None
-        The first round's agreement target (networks trained from scratch), where it should differ
-        from ``dam_agree_target``: the first round's networks only give the next round's CLE its
-        features and the next round's training its start. ``None``: ``dam_agree_target``.
+        GBE's codes reaches this level (``None``: no such stop).
     dam_lean : bool or None
-        Train with cheaper kernels for the same networks: txtNet's first layer skips the gradient
-        of the raw text input (only the pooled channels' is needed; autograd computed and dropped a
-        batch x hidden x text-dim product per step), and LRN sums its window by shifted copies
-        instead of average pooling (see :attr:`dmh.methods.dam.HashNet.lean`); a network whose
-        training input is its columns' base values plus a few entries (at most 5% of them differ:
-        a standardised bag of words) trains from those entries alone (``HashNet.use_sparse_input``;
-        txtNet on the shared fashion set: about 4x fewer seconds a pass). Same model, same
-        saved state, results equal up to floating-point rounding. ``None``: the preset's (off in
-        ``"paper"``, whose codes stay bit for bit those of before).
-    use_unpaired : bool
-        ``False``: fit on the paired objects alone, the image-only and text-only ones dropped
-        (what ``dmh evaluate --training pairs-only`` does to the data, as a parameter, so that
-        ``dmh tune`` can compare the two on held-out pairs). Default ``True``: every object.
-    dam_contrastive : float
-        Weight of a cross-modal contrastive term in DAM (default 0: none, as in the paper): each
-        network, beside copying GBE's codes for every object it trains on, is trained to pick each
-        paired object's partner among its batch's partners by cosine similarity of its outputs
-        to the other network's (InfoNCE at temperature 0.2, the other network's outputs of its
-        last training fixed as targets; the image network's first round has no partner yet).
-        The unpaired objects still count through the codes. An option to measure (docs/quality.md),
-        not a default.
-    dam_precision : {"float32", "bfloat16", "auto"}
-        Precision of the hash networks' largest products in training: the first hidden layer's
-        forward product and weight gradient (imgNet's 4096 x 4096 layer is most of DAM's time).
-        ``"float32"`` (default, and what every documented result ran with). ``"bfloat16"``: those
-        products in bfloat16, everything else float32 (weights, Adam, the other layers, and every
-        output computed after training: refreshed features, codes, encoding); on a CPU that
-        multiplies bfloat16 natively (AVX512-BF16 or AMX) or a GPU about 4x faster products, on
-        other CPUs emulated and slower. Different rounding, so different codes (MAP measured in
-        docs/speed.md). ``"auto"``: ``"bfloat16"`` where the fitting device multiplies it natively
-        (:func:`native_bf16`), else ``"float32"``; ``dam_precision_`` says which ran.
-    complement : {"lle", "zero"}
-        Complement missing descriptions by Eq. 5 (DMH) or with zeros (DMH-ZERO ablation).
-    binary_embedding : {"gbe", "pca"}
-        GBE (DMH) or sign of the top principal components of Y (DMH-PCA ablation).
-    refresh_features : bool
-        Refresh ``z^v`` from the DAM hidden layers after each round (DMH); False keeps the input
-        features (DMH-FIX ablation).
-    similarity : {"clip", "shift", "raw", "perplexity"} or None
-        How S^Y (Eq. 7) stays a distribution when inner products are negative ("clip", the paper
-        preset), or ``"perplexity"``: t-SNE's sparse, neighbour-calibrated P over Euclidean
-        distances of Y. ``None``: the preset's.
-    quantization : {"mean", "sum"}
-        Scale of the quantisation term: per object (default) or summed as printed in Eq. 11.
-    q_update : {"procrustes", "paper"}; y_update : {"exact", "jacobi"}
-        CLE update rules (see :mod:`dmh.methods.cle`).
-    gbe_init : {"pca", "projection", "random"}
-        Initial relaxed codes of the first round; later rounds warm-start from the previous one
-        (see :func:`dmh.methods.gbe.init_codes` and docs/method.md).
-    cle_max_iter, cle_tol, neighbour_pool, w_reg, chunk_size
-        Solver settings.
-    gbe_lr, gbe_max_iter, gbe_tol : float, int, float or None
-        GBE's Adam step on the relaxed codes, its most steps and the relative change of the loss
-        (checked every 10 steps) at which it stops; ``None``: the preset's (``"paper"``: 0.05, 150,
-        1e-5; ``"default"``: 0.5, 80, 5e-4).
-    gbe_schedule : {"constant", "cosine"} or None
-        GBE's step size: ``gbe_lr`` throughout (the paper preset) or decaying from ``gbe_lr`` to zero
-        over ``gbe_max_iter`` steps along a half cosine (the default preset), where the rounds that
-        warm-start from the previous round's codes begin at :data:`GBE_WARM_LR` of the step and get
-        :data:`GBE_WARM_STEPS` of the budget (docs/method.md). ``None``: the preset's.
+        Train the same networks with cheaper kernels (:attr:`dmh.methods.dam.HashNet.lean`, and
+        the sparse path of a sparse input): the same model and saved state, results equal up to
+        rounding.
+    cle_dtype : {"auto", "float64", "float32"} or None
+        Precision of CLE's n x d arrays; ``"auto"``: float32 from
+        :data:`dmh.methods.gbe.APPROX_MIN_N` training objects on.
     cle_gram : bool or None
-        Hold a CLE view with more features than objects (the networks' 4096-d features from the
-        second round on) by its Gram matrix: the same iterates up to rounding, a fraction of the
-        work (:mod:`dmh.methods.cle_gram`). ``None``: the preset's (off in ``"paper"``, whose codes
-        stay bit for bit).
-    gbe_solver : {"auto", "exact", "approx"}
-        GBE's gradient over all n^2 pairs (``"exact"``) or its O(n k) estimate from each object's
-        nearest neighbours of S^Y (for ``similarity="perplexity"`` the nonzeros of P) plus
-        sampled pairs (``"approx"``); ``"auto"`` switches to ``"approx"`` from
-        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on.
-    device : {"auto", "cpu", "cuda"}
+        Hold a CLE view with more features than objects by its Gram matrix: the same iterates up
+        to rounding (:mod:`dmh.methods.cle_gram`).
+    gbe_lr, gbe_max_iter, gbe_tol : float, int, float or None
+        GBE's Adam step on the relaxed codes, its most steps, and the relative change of the loss
+        (checked every 10 steps) at which it stops.
+    gbe_schedule : {"constant", "cosine"} or None
+        GBE's step: ``gbe_lr`` throughout, or decaying from ``gbe_lr`` to zero over
+        ``gbe_max_iter`` steps along a half cosine, the warm-started rounds from
+        :data:`GBE_WARM_LR` of the step with :data:`GBE_WARM_STEPS` of the budget.
+    device : {"auto", "cpu", "cuda"}, default="auto"
         Where GBE and DAM run (``"auto"``: CUDA when available). CLE and all randomness stay on the
         CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.
-    preset : {"default", "paper"}
-        Where the options below take their value when left as ``None`` (see :data:`PRESETS`):
-        ``"paper"`` reproduces the paper's method as implemented before these options (same codes
-        for the same seed).
-    perplexity : float or None
-        Perplexity of S^Y when ``similarity="perplexity"``.
-    gamma_scaling : {"none", "bits"} or None
-        ``"bits"`` weighs GBE's quantization loss by ``gamma * 16 / n_bits`` instead of ``gamma``.
-        The KL term's gradient per code entry shrinks about as ``1 / n_bits`` (the Student-t
-        kernel of longer codes' larger distances) while the quantization term's stays the same, so
-        at a fixed ``gamma`` the pull towards +-1 outweighs the embedding more the longer the codes
-        (at the start of GBE 0.14 of the KL gradient at 16 bits, 0.81 at 128 on UCI digits);
-        ``"bits"`` keeps the paper's 16-bit balance at every length. ``"none"``: the paper.
-    cle_dtype : {"auto", "float64", "float32"} or None
-        Precision of CLE's n x d arrays (the scaled views, Y, the conjugate-gradient vectors; sums
-        and small matrices stay float64). ``"float32"`` halves CLE's memory, the largest part of a
-        fit beyond 10^5 objects; ``"auto"`` (default preset) uses it from
-        :data:`dmh.methods.gbe.APPROX_MIN_N` (10,000) training objects on, where GBE's solver
-        also switches; the paper preset keeps ``"float64"`` (its codes are unchanged).
-    unpaired_complement : {"neighbours", "ridge"} or None
-        How CLE complements an unpaired object's missing description (with ``complement="lle"``):
-        Eq. 5 from its nearest paired neighbours in its own view (``"neighbours"``, the paper), or
-        a ridge regression from the observed view to the missing one fitted on the paired objects
-        each round (``"ridge"``, penalty by leave-one-out error over the pairs; the default preset,
-        see docs/quality.md). Fully paired data have nothing to complement: no effect there.
-    ridge_solver : {"sklearn", "dual"}
-        How ``unpaired_complement="ridge"`` solves its regressions. ``"dual"`` (default): the model
-        and penalty choice of scikit-learn's ``RidgeCV``, predicted in the dual form without forming
-        the regression's coefficients (:func:`dmh.methods.unpaired.ridge_predict_dual`) where the
-        paired objects are fewer than the features (the 4,096-d refreshed features of a few thousand
-        objects), ``RidgeCV`` elsewhere; much less work (docs/speed.md). ``"sklearn"``: ``RidgeCV``
-        always (the results written before 2026-11-28 ran with it); predictions equal to the dual
-        form's up to rounding (~1e-12 relative), so codes can differ in a few bits. No effect on
-        fully paired data.
-    unpaired_dam : bool or None
-        Whether the unpaired objects also train the hash networks (True: the paper); False trains
-        each network on the paired objects only (the unpaired objects still shape S^Y and Y).
-    cle_scaling : {"feature", "view", "auto"} or None
-        How the input descriptions enter the first round of CLE. ``"feature"`` (the paper preset):
-        every feature standardised to unit variance, as for the networks' input. ``"view"``: each
-        view only centred and scaled as a whole (:func:`dmh.methods.cle.scale_view`), so features
-        keep their relative scales: a rare word of a standardised bag of words, or a
-        low-variance CNN channel, no longer weighs as much as the dominant directions. The
-        networks' input is standardised either way. ``"auto"`` (the default preset): per view,
-        ``"view"`` for a sparse view (at least :data:`SPARSE_ZERO_SHARE` of its entries zero: a bag
-        of words, tags, where standardising lifts a word seen in a fraction p of the objects by
-        about 1/sqrt(p)) and ``"feature"`` for a dense one; the choice is kept in ``cle_scaling_``. ``None``: the
-        preset's (docs/log/quality.md, section 8, for the evidence).
-    record_diagnostics : bool
+    n_threads : int or None, default=None
+        Threads for torch, BLAS/OpenMP and faiss during ``fit`` and ``encode``; ``None``: the
+        process setting (:func:`dmh.set_threads`, ``dmh --threads``, ``DMH_THREADS``,
+        ``OMP_NUM_THREADS``, else the physical cores available to this process).
+    random_state : int, Generator or None, default=None
+        Same seed, same codes (on the same machine and thread count).
+    verbose : bool, default=False
+        Show progress bars and per-stage timings.
+    record_diagnostics : bool, default=False
         Keep each round's CLE features, GBE codes and network weights in ``rounds_`` (for
         :mod:`dmh.diagnostics`; memory grows with the networks' size times ``n_rounds``).
-    random_state : int, Generator or None
-        Same seed, same codes (on the same machine and thread count).
-    n_threads : int or None
-        Threads for torch, BLAS/OpenMP and faiss during ``fit`` and ``encode``; ``None`` (default):
-        the process setting (:func:`dmh.set_threads`, ``dmh --threads``, ``DMH_THREADS``,
-        ``OMP_NUM_THREADS``, else the physical cores available to this process).
-    verbose : bool
-        Show progress bars and per-stage timings.
 
     Attributes
     ----------
+    options_ : DMHOptions
+        Every parameter as the fit ran with it, the options left as ``None`` filled in by the
+        preset (``options_.similarity`` is never ``None``); also in a saved model's header.
     nets_ : dict of str to torch.nn.Module
         The two hash networks of DAM, ``{"image": ..., "text": ...}``; ``sign`` of a network's output
         on standardised features is the code.
@@ -235,240 +230,287 @@ class DMH(DMHOptions, BaseHasher):
         modalities, unpaired objects included). Not saved with the model.
     history_ : dict
         Losses per outer round: ``"cle"`` (objective per CLE iteration), ``"gbe"`` (``(iteration,
-        loss)`` pairs), ``"dam_image"`` / ``"dam_text"`` (mean loss per epoch) and ``"time"``
-        (seconds per stage and round: ``"cle"``, ``"gbe"``, ``"dam"`` and their parts, e.g.
-        ``"cle_ridge"`` for the ridge complement of a semi-paired set). Not saved with the model.
+        loss)`` pairs), ``"dam_image"`` / ``"dam_text"`` (mean loss per epoch, and their
+        ``"_agreement"``) and ``"time"`` (seconds per stage and round: ``"cle"``, ``"gbe"``,
+        ``"dam"`` and their parts, e.g. ``"cle_ridge"`` for the ridge complement of a semi-paired
+        set). Not saved with the model.
     scalers_ : dict of str to (ndarray, ndarray)
         Per-modality feature mean and scale used to standardise inputs.
     cle_scaling_ : dict of str to str
         How each view entered CLE's first round, ``"feature"`` or ``"view"`` (``cle_scaling``
         resolved; ``"auto"`` chooses per view). Not saved with the model.
+    dam_precision_ : str
+        The precision DAM's training ran in (``dam_precision`` resolved).
     n_iter_ : int
         Outer rounds run (``n_rounds``).
+
+    Examples
+    --------
+    A small fit, half of its objects paired (``make_semi_paired``), and its codes:
+
+    >>> import numpy as np
+    >>> import dmh
+    >>> from dmh import DMH
+    >>> digits = dmh.load_dataset("uci-digits").train().subset(np.arange(300))
+    >>> data = dmh.make_semi_paired(digits, 0.5, random_state=0)
+    >>> model = DMH(16, n_rounds=1, hidden_size=64, d=32, dam_epochs=2, random_state=0).fit(data)
+    >>> model.encode(data.image[:3], modality="image").shape
+    (3, 16)
+    >>> model.similarity is None, model.options_.similarity  # the parameter as given, the preset's value
+    (True, 'perplexity')
     """
 
     method_name = "dmh"
     uses_unpaired = True
     min_paired = 2
     uses_torch = True
-    #: options added after results were written, with the value those results ran with: a cell
-    #: leaves them out of its key at that value, so finished runs stay reusable
-    #: (:func:`dmh.evaluation.full_params`)
-    #: options removed, at the value the fit always uses: kept in cell keys (:data:`REMOVED_OPTIONS`)
-    removed_options = REMOVED_OPTIONS
-    key_neutral = {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
-                   "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None,
-                   "dam_contrastive": 0.0, "use_unpaired": True, "dam_first_target": None,
-                   "dam_last_epochs": None}
+    preset_options = staticmethod(preset_options)
+    _parameter_constraints = {
+        **BaseHasher._parameter_constraints,
+        # the paper's
+        "d": [POSITIVE_INT], "k": [POSITIVE_INT], "lambda_": [NON_NEGATIVE], "eta": [NON_NEGATIVE],
+        "gamma": [NON_NEGATIVE], "n_rounds": [POSITIVE_INT], "hidden_size": [POSITIVE_INT], "image_lr": [POSITIVE],
+        "text_lr": [POSITIVE], "batch_size": [POSITIVE_INT], "dam_epochs": [NON_NEGATIVE_INT],
+        "quantization": [Options("mean", "sum")], "q_update": [Options("procrustes", "paper")],
+        "y_update": [Options("exact", "jacobi")], "gbe_init": [Options("pca", "projection", "random")],
+        "cle_max_iter": [POSITIVE_INT], "cle_tol": [NON_NEGATIVE], "neighbour_pool": [POSITIVE_INT],
+        "w_reg": [NON_NEGATIVE],
+        # speed
+        "gbe_solver": [Options("auto", "exact", "approx")], "chunk_size": [POSITIVE_INT],
+        "dam_precision": [Options("float32", "bfloat16", "auto")], "ridge_solver": [Options("sklearn", "dual")],
+        "dam_agree_tol": [NON_NEGATIVE], "dam_first_target": [UNIT_INTERVAL, None],
+        "dam_last_epochs": [NON_NEGATIVE_INT, None],
+        # ablations and variants
+        "complement": [Options("lle", "zero")], "binary_embedding": [Options("gbe", "pca")],
+        "refresh_features": [Boolean()], "use_unpaired": [Boolean()], "dam_contrastive": [NON_NEGATIVE],
+        # the preset and the options it fills in (None: the preset's value)
+        "preset": [Options(*PRESETS)], "similarity": [Options("clip", "shift", "raw", "perplexity"), None],
+        "perplexity": [Interval(numbers.Real, 1, None, closed="right"), None],
+        "gamma_scaling": [Options("none", "bits"), None], "unpaired_complement": [Options("neighbours", "ridge"), None],
+        "unpaired_dam": [Boolean(), None], "cle_scaling": [Options("feature", "view", "auto"), None],
+        "dam_stop": [Options("fixed", "agreement"), None], "dam_agree_target": [UNIT_INTERVAL, None],
+        "dam_lean": [Boolean(), None], "cle_dtype": [Options("auto", "float64", "float32"), None],
+        "cle_gram": [Boolean(), None], "gbe_lr": [POSITIVE, None], "gbe_max_iter": [POSITIVE_INT, None],
+        "gbe_tol": [NON_NEGATIVE, None], "gbe_schedule": [Options("constant", "cosine"), None],
+        # the run's
+        "device": [Options("auto", "cpu", "cuda")], "n_threads": [Interval(numbers.Integral, 1, MAX_THREADS), None],
+        "verbose": [Boolean()], "record_diagnostics": [Boolean()],
+    }
 
-    def __init__(self, n_bits=64, *, d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3,
-                 hidden_size=4096, image_lr=1e-3, text_lr=1e-3, batch_size=128, dam_epochs=10,
-                 complement="lle", binary_embedding="gbe", refresh_features=True, similarity=None,
-                 quantization="mean", q_update="procrustes", y_update="exact", gbe_init="projection",
-                 cle_max_iter=30, cle_tol=1e-4, gbe_max_iter=None, gbe_tol=None, gbe_lr=None,
-                 neighbour_pool=30, w_reg=0.1, chunk_size=256, random_state=None, n_threads=None, verbose=False,
-                 gbe_solver="auto", device="auto", preset="default", perplexity=None,
-                 dam_stop=None, dam_agree_tol=1e-3, dam_agree_target=None, dam_lean=None, record_diagnostics=False,
-                 cle_dtype=None,
-                 unpaired_complement=None, unpaired_dam=None, cle_scaling=None,
-                 dam_precision="float32", gamma_scaling=None, ridge_solver="dual", gbe_schedule=None,
-                 cle_gram=None, dam_contrastive=0.0, use_unpaired=True, dam_first_target=None,
-                 dam_last_epochs=None):
+    def __init__(self, n_bits=64, *,
+                 d=512, k=3, lambda_=0.1, eta=0.01, gamma=0.01, n_rounds=3, hidden_size=4096, image_lr=1e-3,
+                 text_lr=1e-3, batch_size=128, dam_epochs=10, quantization="mean", q_update="procrustes",
+                 y_update="exact", gbe_init="projection", cle_max_iter=30, cle_tol=1e-4, neighbour_pool=30,
+                 w_reg=0.1,
+                 gbe_solver="auto", chunk_size=256, dam_precision="float32", ridge_solver="dual", dam_agree_tol=1e-3,
+                 dam_first_target=None, dam_last_epochs=None,
+                 complement="lle", binary_embedding="gbe", refresh_features=True, use_unpaired=True,
+                 dam_contrastive=0.0,
+                 preset="default", similarity=None, perplexity=None, gamma_scaling=None, unpaired_complement=None,
+                 unpaired_dam=None, cle_scaling=None, dam_stop=None, dam_agree_target=None, dam_lean=None,
+                 cle_dtype=None, cle_gram=None, gbe_lr=None, gbe_max_iter=None, gbe_tol=None, gbe_schedule=None,
+                 device="auto", n_threads=None, random_state=None, verbose=False, record_diagnostics=False):
         store_init_args(self, locals())
 
+    # ------------------------------------------------------------------ fitting
+    def _fit(self, data: CrossModalData) -> None:
+        if not self.use_unpaired and not data.is_fully_paired:
+            data = data.subset(np.flatnonzero(data.paired_mask), name=data.name)  # the pairs alone
+        opts = self.options_ = DMHOptions.of(self)  # the presets resolved, once
+        opts.check_memory(data)
+        run = self._start(data, opts)
+        self.rounds_ = [] if self.record_diagnostics else None
+        try:
+            for r in range(int(opts.n_rounds)):
+                run.clock.new_round()
+                if r == 0 or self.refresh_features:
+                    self._cle_stage(run, r)
+                    self._embedding_stage(run)
+                else:
+                    run.history["cle"].append([])
+                    run.history["gbe"].append([])
+                    run.clock.advance(2)
+                self._dam_stage(run, r)
+                run.clock.end_round()
+        finally:
+            run.clock.close()
+        for net in run.nets.values():
+            net.use_sparse_input(None)  # the plain layer again (the same weights)
+            net.to("cpu")  # encoding and saving need no GPU
+        self.nets_ = run.nets
+        self.codes_ = run.H
+        self.features_ = run.Y
+        self.history_ = run.history
+        self.n_iter_ = int(opts.n_rounds)
+
+    def _start(self, data: CrossModalData, opts: DMHOptions) -> SimpleNamespace:
+        """What the stages share over a fit (``run``): the seeded generators, the masks, the inputs
+        standardised (``scalers_``), the two networks, and the state each round hands the next."""
+        import torch
+
+        from . import dam
+
+        run = SimpleNamespace(opts=opts, device=resolve_device(self.device), rng=check_random_state(self.random_state))
+        torch_seed = int(run.rng.integers(2**62))
+        run.gen = torch.Generator().manual_seed(torch_seed)
+        run.masks = [data.image_mask, data.text_mask]
+        run.paired = run.masks[0] & run.masks[1]
+        # objects each hash network is trained on (unpaired_dam=False: the paired objects only)
+        run.train_masks = run.masks if opts.unpaired_dam else [run.paired, run.paired]
+        run.raws = {"image": data.image, "text": data.text}
+        self.scalers_ = {}
+        for m, mask in zip(MODALITIES, run.masks, strict=True):
+            mu, sd = column_mean_std(run.raws[m], mask)
+            sd[sd < 1e-12] = 1.0
+            self.scalers_[m] = (mu, sd)
+        run.X = Standardised(run.raws, self.scalers_)  # recomputed when used: one n x d_v copy at a time
+        self.cle_scaling_ = opts.view_scalings(run.raws, run.masks)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(torch_seed)
+            run.nets = {m: dam.make_net(m, run.raws[m].shape[1], opts.n_bits, (opts.hidden_size,)) for m in MODALITIES}
+        self.dam_precision_ = opts.dam_precision
+        if opts.dam_precision == "auto":
+            self.dam_precision_ = "bfloat16" if native_bf16(run.device) else "float32"
+        for net in run.nets.values():
+            net.to(run.device)
+            net.lean = bool(opts.dam_lean)
+            net.precision = self.dam_precision_
+        run.cle_dtype = opts.cle_precision(data.n_objects)
+        run.Zs = [None, None]  # refreshed features (the inputs, standardised, in the first round)
+        run.history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
+        run.adam = {"image": None, "text": None}  # each network's optimizer, kept across rounds
+        run.trained = set()  # the networks trained so far (a contrastive partner must be one)
+        run.agree_last = {"image": None, "text": None}  # bit agreement of each network's last epoch
+        run.Y = run.H = run.H_relaxed = None
+        run.clock = StageClock(run.history["time"], 3 * int(opts.n_rounds), self.verbose)
+        return run
+
+    def _cle_stage(self, run, r: int) -> None:
+        """CLE of round ``r``: ``run.Y`` from the views (the inputs in the first round, the
+        refreshed features after), the missing descriptions complemented."""
+        opts, clock = run.opts, run.clock
+        with clock.stage("cle", step=True):
+            with clock.stage("cle_scale"):
+                if r == 0:
+                    views = [self._first_view(m, run, mask) for m, mask in zip(MODALITIES, run.masks, strict=True)]
+                else:  # refreshed features are this fit's own: scaled in place where the dtype allows
+                    views = [cle_mod.scale_view(Z, mask, run.cle_dtype, inplace=True)
+                             for Z, mask in zip(run.Zs, run.masks, strict=True)]
+                    run.Y = None  # the last round's Y is not read again: free it before CLE makes the next
+                run.Zs = [None, None]
+            given = None
+            if opts.unpaired_complement == "ridge" and opts.complement == "lle" and not run.paired.all():
+                with clock.stage("cle_ridge"):
+                    given = unpaired.ridge_complement(views, run.masks, solver=opts.ridge_solver)
+            parts = {}
+            res = cle_mod.fit_cle(
+                views, run.masks, d=opts.d, k=opts.k, lam=opts.lambda_, eta=opts.eta, max_iter=opts.cle_max_iter,
+                tol=opts.cle_tol, complement_how=opts.complement, q_method=opts.q_update, y_method=opts.y_update,
+                w_reg=opts.w_reg, neighbour_pool=opts.neighbour_pool, rng=run.rng, timings=parts, dtype=run.cle_dtype,
+                complement_given=given, device=run.device, gram=None if opts.cle_gram else False,
+            )
+            clock.add("cle_", parts)
+            run.Y = res.Y
+            run.history["cle"].append(res.objective)
+            del views, res, given  # the scaled views are the largest arrays of a fit: free them now
+            release_free_memory()
+
+    def _embedding_stage(self, run) -> None:
+        """GBE (or, for DMH-PCA, the signed principal components) of ``run.Y``: the codes ``run.H``."""
+        from . import gbe
+
+        opts = run.opts
+        with run.clock.stage("gbe", step=True):
+            if opts.binary_embedding == "gbe":
+                parts = {}
+                lr, max_iter = opts.gbe_budget(warm=run.H_relaxed is not None)
+                g = gbe.fit_gbe(
+                    run.Y, opts.n_bits, gamma=opts.quantization_weight(), similarity=opts.similarity,
+                    quantization=opts.quantization, init=opts.gbe_init, H_init=run.H_relaxed, lr=lr,
+                    max_iter=max_iter, tol=opts.gbe_tol, schedule=opts.gbe_schedule, chunk_size=opts.chunk_size,
+                    rng=run.rng, perplexity=opts.perplexity, solver=opts.gbe_solver, device=run.device, timings=parts,
+                )
+                run.clock.add("gbe_", parts)
+                run.H, run.H_relaxed = g.codes, g.relaxed
+                run.history["gbe"].append(g.loss)
+                del g
+                release_free_memory()
+            else:
+                # a principal direction's sign (and, for close eigenvalues, its rank) is arbitrary:
+                # keep bit identities from round to round, as GBE's warm start does, since the
+                # networks carry over between rounds
+                H_pca = pca_codes(run.Y, opts.n_bits)
+                run.H = H_pca if run.H is None else align_bits(H_pca, run.H)
+                run.history["gbe"].append([])
+
+    def _dam_stage(self, run, r: int) -> None:
+        """DAM of round ``r``: each network trained to copy ``run.H``, then (before another round)
+        the refreshed features ``run.Zs`` from their hidden layers."""
+        from . import dam
+
+        opts, clock, history = run.opts, run.clock, run.history
+        with clock.stage("dam", step=True):
+            for m, mask in zip(MODALITIES, run.train_masks, strict=True):
+                with clock.stage(f"dam_{m}"):
+                    agreement = []
+                    warm_stop = opts.dam_stop == "agreement" and r > 0
+                    partner = self._partner_outputs(run, m, mask) if opts.dam_contrastive else None
+                    losses, run.adam[m] = dam.train_net(
+                        run.nets[m], run.X.float32(m, mask), run.H[mask].astype(np.float32),
+                        epochs=opts.epochs_of_round(r), lr=getattr(opts, f"{m}_lr"), batch_size=opts.batch_size,
+                        generator=run.gen, optimizer=run.adam[m], device=run.device, agreement=agreement,
+                        agree_tol=opts.dam_agree_tol if warm_stop else None, agree_ref=run.agree_last[m],
+                        agree_target=opts.agreement_target(r), partner=partner,
+                        contrastive=float(opts.dam_contrastive),
+                    )
+                    run.trained.add(m)
+                    if agreement:
+                        run.agree_last[m] = agreement[-1]
+                    history.setdefault(f"dam_{m}_agreement", []).append(agreement)
+                    history[f"dam_{m}"].append(losses)
+                    release_free_memory()  # after one modality's float32 inputs, before the next
+            if self.record_diagnostics:
+                self._record_round(run)
+            with clock.stage("refresh"):
+                if self.refresh_features and r + 1 < opts.n_rounds:
+                    for i, (m, mask) in enumerate(zip(MODALITIES, run.masks, strict=True)):
+                        run.Zs[i] = hidden_features(run.nets[m], partial(run.X.float32, m, mask), mask,
+                                                    opts.hidden_size)
+                        release_free_memory()
+
+    def _record_round(self, run) -> None:
+        """This round's Y, codes, losses and network weights, for :mod:`dmh.diagnostics`."""
+        history = run.history
+        self.rounds_.append({
+            "Y": np.asarray(run.Y, dtype=np.float32).copy(), "codes": run.H.copy(),
+            "gbe_loss": history["gbe"][-1][-1][1] if history["gbe"][-1] else None,
+            "nets": {m: {k: v.detach().cpu().clone() for k, v in run.nets[m].state_dict().items()}
+                     for m in MODALITIES},
+            "dam_loss": {m: history[f"dam_{m}"][-1][-1] if history[f"dam_{m}"][-1] else None for m in MODALITIES},
+        })
+
     @staticmethod
-    def _partner_outputs(nets, m, mask, paired, X, trained):
+    def _partner_outputs(run, m, mask):
         """For ``dam_contrastive``: the other network's outputs for the paired objects among the
         rows ``mask`` (NaN rows for the others), or ``None`` while that network is untrained (the
         image network's first round)."""
         from . import dam
 
         other = "text" if m == "image" else "image"
-        if other not in trained:
+        if other not in run.trained:
             return None
-        rows = paired[mask]
-        out = np.full((int(mask.sum()), nets[other].head.out_features), np.nan, dtype=np.float32)
-        out[rows] = dam.net_outputs(nets[other], X.float32(other, paired))
+        rows = run.paired[mask]
+        out = np.full((int(mask.sum()), run.nets[other].head.out_features), np.nan, dtype=np.float32)
+        out[rows] = dam.net_outputs(run.nets[other], run.X.float32(other, run.paired))
         return out
 
-    def _first_view(self, m, raws, X, mask, cle_dtype):
+    def _first_view(self, m, run, mask):
         """View ``m`` as CLE's first round sees it, per :attr:`cle_scaling_`."""
         if self.cle_scaling_[m] == "view":  # the inputs as given, the view scaled as a whole (a copy)
-            return cle_mod.scale_view(raws[m], mask, cle_dtype)
-        if cle_dtype == np.float64:  # every feature standardised
-            return cle_mod.scale_view(X[m], mask)
-        return cle_mod.scale_view(X.float32(m), mask, cle_dtype, inplace=True)  # a float32 copy, scaled in place
-
-    # ------------------------------------------------------------------ fitting
-    def _fit(self, data: CrossModalData) -> None:
-        import torch
-
-        from . import dam, gbe
-
-        self._check_params()
-        if not self.use_unpaired and not data.is_fully_paired:
-            data = data.subset(np.flatnonzero(data.paired_mask), name=data.name)  # the pairs alone
-        self._check_memory(data)
-        device = resolve_device(self.device)
-        rng = np.random.default_rng(self.random_state)
-        torch_seed = int(rng.integers(2**62))
-        gen = torch.Generator().manual_seed(torch_seed)
-        masks = [data.image_mask, data.text_mask]
-        paired = masks[0] & masks[1]
-        # objects each hash network is trained on (unpaired_dam=False: the paired objects only)
-        train_masks = masks if self._opt("unpaired_dam") else [paired, paired]
-        modalities = ("image", "text")
-        raws = {"image": data.image, "text": data.text}
-        self.scalers_ = {}
-        for m, mask in zip(modalities, masks, strict=True):
-            mu, sd = column_mean_std(raws[m], mask)
-            sd[sd < 1e-12] = 1.0
-            self.scalers_[m] = (mu, sd)
-        X = _Standardised(raws, self.scalers_)  # recomputed when used: one n x d_v copy at a time
-        self.cle_scaling_ = self._view_scalings(raws, masks)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(torch_seed)
-            nets = {m: dam.make_net(m, raws[m].shape[1], self.n_bits_, (self.hidden_size,)) for m in modalities}
-        self.dam_precision_ = self.dam_precision
-        if self.dam_precision == "auto":
-            self.dam_precision_ = "bfloat16" if native_bf16(device) else "float32"
-        for net in nets.values():
-            net.to(device)
-            net.lean = bool(self._opt("dam_lean"))
-            net.precision = self.dam_precision_
-        cle_dtype = self._cle_dtype(data.n_objects)
-        Zs = [None, None]  # refreshed features (the inputs, standardised, in the first round)
-        history = {"cle": [], "gbe": [], "dam_image": [], "dam_text": [], "time": []}
-        opts = {"image": None, "text": None}
-        trained = set()  # the networks trained so far (a contrastive partner must be one)
-        agree_last = {"image": None, "text": None}  # bit agreement of each network's last epoch
-        lrs = {"image": self.image_lr, "text": self.text_lr}
-        H_relaxed = None
-        Y = None
-        H = None
-        self.rounds_ = [] if self.record_diagnostics else None
-        n_rounds = int(self.n_rounds)
-        rounds = range(n_rounds)
-        bar = None
-        if self.verbose:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=n_rounds * 3, desc="DMH", unit="stage", leave=False, disable=None)
-        for r in rounds:
-            t = {}
-            if r == 0 or self.refresh_features:
-                t0 = time.perf_counter()
-                if r == 0:
-                    views = [self._first_view(m, raws, X, mask, cle_dtype)
-                             for m, mask in zip(modalities, masks, strict=True)]
-                else:  # refreshed features are this fit's own: scaled in place where the dtype allows
-                    views = [cle_mod.scale_view(Z, mask, cle_dtype, inplace=True)
-                             for Z, mask in zip(Zs, masks, strict=True)]
-                    Y = None  # the last round's Y is not read again: free it before CLE makes the next
-                Zs = [None, None]
-                given = None
-                cle_t = {"scale": time.perf_counter() - t0}
-                if self._opt("unpaired_complement") == "ridge" and self.complement == "lle" and not paired.all():
-                    t1 = time.perf_counter()
-                    given = unpaired.ridge_complement(views, masks, solver=self.ridge_solver)
-                    cle_t["ridge"] = time.perf_counter() - t1
-                res = cle_mod.fit_cle(
-                    views, masks, d=self.d, k=self.k, lam=self.lambda_, eta=self.eta,
-                    max_iter=self.cle_max_iter, tol=self.cle_tol, complement_how=self.complement,
-                    q_method=self.q_update, y_method=self.y_update, w_reg=self.w_reg,
-                    neighbour_pool=self.neighbour_pool, rng=rng, timings=cle_t, dtype=cle_dtype,
-                    complement_given=given, device=device, gram=None if self._opt("cle_gram") else False,
-                )
-                t.update({f"cle_{key}": v for key, v in cle_t.items()})
-                Y = res.Y
-                history["cle"].append(res.objective)
-                views = res = given = None  # the scaled views are the largest arrays of a fit: free them now
-                release_free_memory()
-                t["cle"] = time.perf_counter() - t0
-                if bar:
-                    bar.update(1)
-                t0 = time.perf_counter()
-                if self.binary_embedding == "gbe":
-                    gbe_t = {}
-                    lr, max_iter = self._gbe_budget(warm=H_relaxed is not None)
-                    g = gbe.fit_gbe(
-                        Y, self.n_bits_, gamma=self._gamma(), similarity=self._opt("similarity"),
-                        quantization=self.quantization, init=self.gbe_init, H_init=H_relaxed,
-                        lr=lr, max_iter=max_iter, tol=self._opt("gbe_tol"), schedule=self._opt("gbe_schedule"),
-                        chunk_size=self.chunk_size, rng=rng, perplexity=self._opt("perplexity"),
-                        solver=self.gbe_solver, device=device, timings=gbe_t,
-                    )
-                    t.update({f"gbe_{key}": v for key, v in gbe_t.items()})
-                    H, H_relaxed = g.codes, g.relaxed
-                    history["gbe"].append(g.loss)
-                    g = None
-                    release_free_memory()
-                else:
-                    # a principal direction's sign (and, for close eigenvalues, its rank) is arbitrary:
-                    # keep bit identities from round to round, as GBE's warm start does, since the
-                    # networks carry over between rounds
-                    H_pca = pca_codes(Y, self.n_bits_)
-                    H = H_pca if H is None else align_bits(H_pca, H)
-                    history["gbe"].append([])
-                t["gbe"] = time.perf_counter() - t0
-                if bar:
-                    bar.update(1)
-            else:
-                history["cle"].append([])
-                history["gbe"].append([])
-                if bar:
-                    bar.update(2)
-            t0 = time.perf_counter()
-            for m, mask in zip(modalities, train_masks, strict=True):
-                t1 = time.perf_counter()
-                agreement = []
-                warm_stop = self._opt("dam_stop") == "agreement" and r > 0
-                partner = self._partner_outputs(nets, m, mask, paired, X, trained) if self.dam_contrastive else None
-                losses, opts[m] = dam.train_net(
-                    nets[m], X.float32(m, mask), H[mask].astype(np.float32), epochs=self._dam_epochs(r, n_rounds),
-                    lr=lrs[m],
-                    batch_size=self.batch_size, generator=gen, optimizer=opts[m], device=device,
-                    agreement=agreement, agree_tol=self.dam_agree_tol if warm_stop else None,
-                    agree_ref=agree_last[m], agree_target=self._agree_target(r),
-                    partner=partner, contrastive=float(self.dam_contrastive),
-                )
-                trained.add(m)
-                if agreement:
-                    agree_last[m] = agreement[-1]
-                history.setdefault(f"dam_{m}_agreement", []).append(agreement)
-                history[f"dam_{m}"].append(losses)
-                release_free_memory()  # after one modality's float32 inputs, before the next
-                t[f"dam_{m}"] = time.perf_counter() - t1
-            if self.record_diagnostics:
-                self.rounds_.append({
-                    "Y": np.asarray(Y, dtype=np.float32).copy(), "codes": H.copy(),
-                    "gbe_loss": history["gbe"][-1][-1][1] if history["gbe"][-1] else None,
-                    "nets": {m: {k: v.detach().cpu().clone() for k, v in nets[m].state_dict().items()}
-                             for m in modalities},
-                    "dam_loss": {m: history[f"dam_{m}"][-1][-1] if history[f"dam_{m}"][-1] else None
-                                 for m in modalities},
-                })
-            t1 = time.perf_counter()
-            if self.refresh_features and r + 1 < n_rounds:
-                for i, (m, mask) in enumerate(zip(modalities, masks, strict=True)):
-                    Zs[i] = hidden_features(nets[m], partial(X.float32, m, mask), mask, self.hidden_size)
-                    release_free_memory()
-            t["refresh"] = time.perf_counter() - t1
-            t["dam"] = time.perf_counter() - t0
-            history["time"].append(t)
-            if bar:
-                bar.update(1)
-                bar.set_postfix({k: f"{t[k]:.1f}s" for k in ("cle", "gbe", "dam") if k in t})
-        if bar:
-            bar.close()
-        for net in nets.values():
-            net.use_sparse_input(None)  # the plain layer again (the same weights)
-            net.to("cpu")  # encoding and saving need no GPU
-        self.nets_ = nets
-        self.codes_ = H
-        self.features_ = Y
-        self.history_ = history
-        self.n_iter_ = n_rounds
+            return cle_mod.scale_view(run.raws[m], mask, run.cle_dtype)
+        if run.cle_dtype == np.float64:  # every feature standardised
+            return cle_mod.scale_view(run.X[m], mask)
+        return cle_mod.scale_view(run.X.float32(m), mask, run.cle_dtype, inplace=True)  # a float32 copy, in place
 
     # ------------------------------------------------------------------ encoding
     def _project(self, X, modality):
@@ -478,6 +520,22 @@ class DMH(DMHOptions, BaseHasher):
         return dam.net_outputs(self.nets_[modality], (X - mu) / sd)
 
     # ------------------------------------------------------------------ persistence
+    def _extra_meta(self):
+        options = getattr(self, "options_", None) or DMHOptions.of(self)
+        return {"options": {k: getattr(options, k) for k in PRESETS[options.preset]}}
+
+    def _set_extra_meta(self, meta):
+        """The options the fit ran with: the header's where it names them, else the preset's."""
+        saved = meta.get("options") or {}
+        if not isinstance(saved, dict):
+            raise ParameterError(f"'options' must be an object, got {saved!r}")
+        self.options_ = DMHOptions.of(self)
+        for name, value in saved.items():
+            if name in PRESETS[self.options_.preset] and getattr(self, name) is None:
+                setattr(self.options_, name, tuple(value) if isinstance(value, list) else value)
+        options = vars(self.options_)
+        validate_params(options, {k: self._parameter_constraints[k] for k in saved if k in options}, "DMH options")
+
     def _get_state(self):
         state = {}
         for m, net in self.nets_.items():
@@ -515,97 +573,3 @@ class DMH(DMHOptions, BaseHasher):
             net.load_state_dict(sd)
             net.eval()
             self.nets_[m] = net
-
-
-def align_bits(H: np.ndarray, H_ref: np.ndarray) -> np.ndarray:
-    """Permute and flip the bits (columns) of ``H`` to agree best with ``H_ref``: the assignment
-    maximising the total absolute agreement, then each bit's sign to make its agreement positive."""
-    from scipy.optimize import linear_sum_assignment
-
-    C = H.astype(np.int64).T @ H_ref.astype(np.int64)  # (bits of H) x (bits of H_ref)
-    rows, cols = linear_sum_assignment(-np.abs(C))
-    out = np.empty_like(H)
-    for r, c in zip(rows, cols, strict=True):
-        out[:, c] = H[:, r] if C[r, c] >= 0 else -H[:, r]
-    return out
-
-
-def pca_codes(Y: np.ndarray, n_bits: int) -> np.ndarray:
-    """DMH-PCA: sign of the projections of centred Y on its top ``n_bits`` principal directions
-    (directions beyond the rank of Y give constant bits)."""
-    Yc = Y - Y.mean(0)
-    _, _, Vt = np.linalg.svd(Yc, full_matrices=False)
-    P = np.zeros((Y.shape[1], n_bits))
-    r = min(n_bits, Vt.shape[0])
-    P[:, :r] = Vt[:r].T
-    return np.where(Yc @ P > 0, 1, -1).astype(np.int8)
-
-
-def column_mean_std(X: np.ndarray, rows: np.ndarray, step: int = 8192) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and (population) standard deviation, in float64, of each column of ``X`` over the rows
-    where the boolean ``rows`` is true: the values of ``X[rows].mean(0)`` and ``X[rows].std(0)`` on
-    the float64 inputs, bit for bit (numpy sums a column's rows in order, so a running sum over
-    blocks of rows adds the same numbers in the same order), but without a copy of ``X`` or an
-    n x d float64 temporary, and the same for float32 inputs as for their float64 copy."""
-    def blocks():
-        idx = None if rows.all() else np.flatnonzero(rows)
-        n = X.shape[0] if idx is None else idx.size
-        for s in range(0, n, step):
-            yield np.asarray(X[s : s + step] if idx is None else X[idx[s : s + step]], dtype=np.float64)
-
-    def running_sum(parts):
-        total = None
-        for part in parts:  # the running total put first: the same additions, in the same order
-            total = part.sum(0) if total is None else np.add.reduce(np.concatenate([total[None], part]), axis=0)
-        return total
-
-    count = int(rows.sum())
-    mu = running_sum(blocks()) / count
-    var = running_sum((b - mu) * (b - mu) for b in blocks()) / count
-    return mu, np.sqrt(var)
-
-
-class _Standardised:
-    """The standardised inputs ``(raw - mean) / scale`` of each modality, computed when asked for
-    (the same values every time) instead of kept: beyond 10^5 objects a kept copy of the inputs is
-    gigabytes that CLE and GBE do not need."""
-
-    def __init__(self, raws: dict, scalers: dict):
-        self.raws, self.scalers = raws, scalers
-
-    def __getitem__(self, m: str) -> np.ndarray:
-        mu, sd = self.scalers[m]
-        return (self.raws[m] - mu) / sd
-
-    def float32(self, m: str, mask: np.ndarray | None = None, start: int = 0, stop: int | None = None,
-                step: int = 8192) -> np.ndarray:
-        """The rows of ``mask`` (all when None) as float32, computed by blocks of rows: the values the
-        networks see (they cast to float32), without a float64 n x d_v temporary. ``start``,
-        ``stop``: only those of them (positions among the rows of ``mask``; each row's values are
-        the same however the rows are cut)."""
-        raw = self.raws[m]
-        mu, sd = self.scalers[m]
-        rows = None if mask is None or mask.all() else np.flatnonzero(mask)
-        total = raw.shape[0] if rows is None else rows.size
-        stop = total if stop is None else min(stop, total)
-        out = np.empty((max(stop - start, 0), raw.shape[1]), dtype=np.float32)
-        for s in range(start, stop, step):
-            e = min(s + step, stop)
-            block = raw[s:e] if rows is None else raw[rows[s:e]]
-            out[s - start : e - start] = (block - mu) / sd
-        return out
-
-
-def hidden_features(net, X_obs, mask: np.ndarray, width: int, rows_per_call: int = 8 * 2048) -> np.ndarray:
-    """The hidden-layer features ``z^v`` of the observed objects (``X_obs``: their inputs, one row
-    each, in order, or a function ``X_obs(start, stop)`` giving those rows, so that the whole input
-    array is never held; zeros for the others), float32, written block by block into one n x width
-    array (``dam.net_outputs``'s batches of 2048 rows are those of one call, so the values are too)."""
-    from . import dam
-
-    Z = np.zeros((mask.size, width), dtype=np.float32)  # exact: outputs are float32
-    rows = np.flatnonzero(mask)
-    for s in range(0, rows.size, rows_per_call):
-        X_part = X_obs(s, s + rows_per_call) if callable(X_obs) else X_obs[s : s + rows_per_call]
-        Z[rows[s : s + rows_per_call]] = dam.net_outputs(net, X_part, features=True)
-    return Z

@@ -1,12 +1,15 @@
-"""DMH's options: the presets that fill in the options left as ``None``, how each option resolves
-and is checked (:class:`DMHOptions`, a base of :class:`dmh.methods.dmh.DMH`), and the sizes a fit
-needs (:func:`fit_memory_bytes`). The round loop is :meth:`dmh.methods.dmh.DMH._fit`."""
+"""DMH's options: the presets that fill in the options left as ``None``, the options one fit runs
+with (:class:`DMHOptions`, every preset resolved once, at the start of ``fit``) and what follows
+from them (GBE's step budget, DAM's passes and targets per round, CLE's precision and scaling), the
+memory a fit needs (:func:`fit_memory_bytes`) and where it runs. The stages are
+:class:`dmh.methods.dmh.DMH`'s; its parameters and their constraints are declared there."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
-from .._validation import check_choice, check_int, check_real
 from ..data import CrossModalData
 from ..errors import ParameterError, check_finite_memory
 
@@ -15,9 +18,10 @@ from ..errors import ParameterError, check_finite_memory
 GAMMA_REFERENCE_BITS = 16
 
 #: Values of the options beyond the paper that a ``preset`` gives when they are left as ``None``.
-#: ``"paper"`` is the implementation of the paper as it stood before these options existed (same
-#: codes for the same seed); ``"default"`` is the setting chosen by the label-free procedure of
-#: :mod:`dmh.selection` (see docs/quality.md for the evidence).
+#: ``"paper"`` is the paper's method, each of these options at the value that leaves it as printed
+#: (``studies/quality_paper_exact.py`` checks its codes); ``"default"`` is the setting chosen by the
+#: label-free procedure of :mod:`dmh.selection` (docs/quality.md gives the evidence). Every preset
+#: names the same options, each a parameter of DMH whose default is ``None``.
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64",
                   unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature", gamma_scaling="none",
@@ -29,13 +33,6 @@ PRESETS = {
                     dam_agree_target=0.995),
 }
 
-#: options removed from DMH, with the one value the fit now always uses (results made before their
-#: removal, at that value, ran the fit of today): written into cell keys
-#: (:func:`dmh.evaluation.full_params`), so those results stay reusable; a saved model's header may
-#: name them (:func:`dmh.base.load_model` reads only the parameters the class has)
-REMOVED_OPTIONS = {"dam_tol": None, "dam_weight_decay": 0.0, "kernel_scale": 1.0, "gbe_balance": 0.0,
-                   "gbe_decorrelation": 0.0, "unpaired_weight": 1.0}
-
 #: GBE's later rounds under ``gbe_schedule="cosine"`` start from the previous round's relaxed codes,
 #: near a solution: their first step is this share of ``gbe_lr`` and their budget this share of
 #: ``gbe_max_iter`` (docs/speed.md: the loss the constant schedule reached in 150 steps, with as few
@@ -44,136 +41,84 @@ GBE_WARM_LR = 0.4
 GBE_WARM_STEPS = 0.75
 
 
-class DMHOptions:
-    """Option resolution and checks of :class:`dmh.methods.dmh.DMH` (its parameters are documented
-    there)."""
+def preset_options(params: dict) -> dict:
+    """The options that ``params`` (a ``get_params`` dict) leaves as ``None``, with the values its
+    ``preset`` gives them; ``{}`` for an unknown preset (``fit`` reports it)."""
+    name = params.get("preset", "default")
+    preset = PRESETS.get(name) if isinstance(name, str) else None
+    if preset is None:
+        return {}
+    return {k: v for k, v in preset.items() if params.get(k) is None}
 
-    def _opt(self, name):
-        """An option's value: as given, or the preset's when ``None``."""
-        value = getattr(self, name)
-        if value is None and name in PRESETS.get(self.preset, {}):
-            return PRESETS[self.preset][name]
-        return value
 
-    @staticmethod
-    def preset_options(params: dict) -> dict:
-        """The options that ``params`` (a ``get_params`` dict) leaves as ``None``, with the values
-        its ``preset`` gives them; ``{}`` for an unknown preset (``fit`` reports it)."""
-        name = params.get("preset", "default")
-        preset = PRESETS.get(name) if isinstance(name, str) else None
-        if preset is None:
-            return {}
-        return {k: v for k, v in preset.items() if params.get(k) is None}
+class DMHOptions(SimpleNamespace):
+    """Every parameter of a :class:`~dmh.methods.dmh.DMH` as one fit runs with it: the options left
+    as ``None`` filled in by the preset (``options.similarity`` is never ``None``), read as
+    attributes. ``fit`` resolves them once (``model.options_``, also written in a saved model's
+    header); the model's own parameters stay as given (scikit-learn's ``get_params`` / ``clone``,
+    and the keys of recorded results, read those). The methods give what follows from the options."""
 
-    def _view_scalings(self, raws: dict, masks) -> dict:
-        """How each view enters CLE's first round: ``{"image": "feature"|"view", "text": ...}``
-        (``cle_scaling``, with ``"auto"`` resolved per view by :func:`sparse_view`)."""
-        how = self._opt("cle_scaling")
-        if how != "auto":
-            return {m: how for m in ("image", "text")}
-        return {m: "view" if sparse_view(raws[m], mask) else "feature"
-                for m, mask in zip(("image", "text"), masks, strict=True)}
+    @classmethod
+    def of(cls, model) -> DMHOptions:
+        """The options a fit of ``model`` (fitted or not) runs with, at its ``n_bits``."""
+        params = model.get_params(deep=False)
+        return cls(**{**params, **preset_options(params), "n_bits": int(getattr(model, "n_bits_", params["n_bits"]))})
 
-    def _cle_dtype(self, n: int):
+    def quantization_weight(self) -> float:
+        """GBE's quantization weight: ``gamma``, times ``16 / n_bits`` under ``gamma_scaling="bits"``."""
+        if self.gamma_scaling == "bits":
+            return float(self.gamma) * GAMMA_REFERENCE_BITS / self.n_bits
+        return float(self.gamma)
+
+    def gbe_budget(self, warm: bool) -> tuple[float, int]:
+        """GBE's first step size and most steps: ``gbe_lr`` and ``gbe_max_iter``, or for a round
+        that warm-starts under the cosine schedule their shares :data:`GBE_WARM_LR` and
+        :data:`GBE_WARM_STEPS`."""
+        lr, max_iter = float(self.gbe_lr), int(self.gbe_max_iter)
+        if warm and self.gbe_schedule == "cosine":
+            return lr * GBE_WARM_LR, max(1, int(round(max_iter * GBE_WARM_STEPS)))
+        return lr, max_iter
+
+    def epochs_of_round(self, r: int) -> int:
+        """DAM's most passes in round ``r`` (0-based): ``dam_last_epochs`` in the last round where
+        given, else ``dam_epochs``."""
+        if r == self.n_rounds - 1 and self.dam_last_epochs is not None:
+            return int(self.dam_last_epochs)
+        return int(self.dam_epochs)
+
+    def agreement_target(self, r: int):
+        """DAM's agreement target in round ``r`` (0-based): ``dam_first_target`` in the first round
+        where given, else ``dam_agree_target``."""
+        if r == 0 and self.dam_first_target is not None:
+            return self.dam_first_target
+        return self.dam_agree_target
+
+    def cle_precision(self, n: int) -> np.dtype:
         """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
-        value = self._opt("cle_dtype")
+        value = self.cle_dtype
         if value == "auto":
             value = "float32" if n >= _approx_min_n() else "float64"
         return np.dtype(value)
 
-    def _gamma(self) -> float:
-        """GBE's quantization weight: ``gamma``, times ``16 / n_bits`` under ``gamma_scaling="bits"``."""
-        if self._opt("gamma_scaling") == "bits":
-            return float(self.gamma) * GAMMA_REFERENCE_BITS / self.n_bits_
-        return float(self.gamma)
+    def view_scalings(self, raws: dict, masks) -> dict:
+        """How each view enters CLE's first round: ``{"image": "feature"|"view", "text": ...}``
+        (``cle_scaling``, with ``"auto"`` resolved per view by :func:`sparse_view`)."""
+        if self.cle_scaling != "auto":
+            return {m: self.cle_scaling for m in ("image", "text")}
+        return {m: "view" if sparse_view(raws[m], mask) else "feature"
+                for m, mask in zip(("image", "text"), masks, strict=True)}
 
-    def _gbe_budget(self, warm: bool) -> tuple[float, int]:
-        """GBE's first step size and most steps: ``gbe_lr`` and ``gbe_max_iter``, or for a round
-        that warm-starts under the cosine schedule their shares :data:`GBE_WARM_LR` and
-        :data:`GBE_WARM_STEPS`."""
-        lr, max_iter = float(self._opt("gbe_lr")), int(self._opt("gbe_max_iter"))
-        if warm and self._opt("gbe_schedule") == "cosine":
-            return lr * GBE_WARM_LR, max(1, int(round(max_iter * GBE_WARM_STEPS)))
-        return lr, max_iter
-
-    def _dam_epochs(self, r: int, n_rounds: int) -> int:
-        """DAM's most passes in round ``r`` (0-based) of ``n_rounds``: ``dam_last_epochs`` in the
-        last round where given, else ``dam_epochs``."""
-        if r == n_rounds - 1 and self.dam_last_epochs is not None:
-            return int(self.dam_last_epochs)
-        return int(self.dam_epochs)
-
-    def _agree_target(self, r: int):
-        """DAM's agreement target in round ``r`` (0-based): ``dam_first_target`` in the first round
-        where given, else ``dam_agree_target`` (the preset's when ``None``)."""
-        if r == 0 and self.dam_first_target is not None:
-            return self.dam_first_target
-        return self._opt("dam_agree_target")
-
-    def _check_params(self):
-        choices = {
-            "complement": ("lle", "zero"),
-            "binary_embedding": ("gbe", "pca"),
-            "similarity": ("clip", "shift", "raw", "perplexity"),
-            "quantization": ("mean", "sum"),
-            "q_update": ("procrustes", "paper"),
-            "y_update": ("exact", "jacobi"),
-            "gbe_init": ("pca", "projection", "random"),
-            "gbe_solver": ("auto", "exact", "approx"),
-            "device": ("auto", "cpu", "cuda"),
-            "dam_stop": ("fixed", "agreement"),
-            "cle_dtype": ("auto", "float64", "float32"),
-            "unpaired_complement": ("neighbours", "ridge"),
-            "cle_scaling": ("feature", "view", "auto"),
-            "dam_precision": ("float32", "bfloat16", "auto"),
-            "gamma_scaling": ("none", "bits"),
-            "ridge_solver": ("sklearn", "dual"),
-            "gbe_schedule": ("constant", "cosine"),
-        }
-        if not isinstance(self.preset, str) or self.preset not in PRESETS:
-            raise ParameterError(f"preset must be one of {tuple(PRESETS)}, got {self.preset!r}")
-        check_real(self._opt("perplexity"), "perplexity", low=1.0, low_inclusive=False)
-        if not isinstance(self._opt("dam_lean"), (bool, np.bool_)):
-            raise ParameterError(f"dam_lean must be True, False or None, got {self.dam_lean!r}")
-        if not isinstance(self._opt("unpaired_dam"), (bool, np.bool_)):
-            raise ParameterError(f"unpaired_dam must be True or False, got {self._opt('unpaired_dam')!r}")
-        for name, allowed in choices.items():
-            value = self._opt(name)
-            if not isinstance(value, str):
-                raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-            check_choice(value, name, allowed)
-        for name in ("d", "k", "n_rounds", "hidden_size", "batch_size", "cle_max_iter", "gbe_max_iter",
-                     "neighbour_pool", "chunk_size"):
-            check_int(self._opt(name), name)
-        check_real(self.dam_contrastive, "dam_contrastive", low=0.0)
-        if not isinstance(self.use_unpaired, (bool, np.bool_)):
-            raise ParameterError(f"use_unpaired must be True or False, got {self.use_unpaired!r}")
-        if not isinstance(self._opt("cle_gram"), (bool, np.bool_)):
-            raise ParameterError(f"cle_gram must be True, False or None, got {self.cle_gram!r}")
-        check_int(self.dam_epochs, "dam_epochs", minimum=0)
-        check_real(self.dam_agree_tol, "dam_agree_tol")
-        if self._opt("dam_agree_target") is not None:
-            check_real(self._opt("dam_agree_target"), "dam_agree_target", low=0.0, high=1.0)
-        if self.dam_last_epochs is not None:
-            check_int(self.dam_last_epochs, "dam_last_epochs", minimum=0)
-        if self.dam_first_target is not None:
-            check_real(self.dam_first_target, "dam_first_target", low=0.0, high=1.0)
-        for name in ("lambda_", "eta", "gamma", "cle_tol", "gbe_tol", "w_reg"):
-            check_real(self._opt(name), name)
-        for name in ("image_lr", "text_lr", "gbe_lr"):
-            check_real(self._opt(name), name, low_inclusive=False)
-
-    def _check_memory(self, data: CrossModalData) -> None:
+    def check_memory(self, data: CrossModalData) -> None:
         """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits):
         :func:`fit_memory_bytes`, the estimated peak of the fit, against the machine's memory."""
         n = data.n_objects
         n_bytes = fit_memory_bytes(
-            n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits_,
-            cle_bytes=self._cle_dtype(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
+            n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits,
+            cle_bytes=self.cle_precision(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
             exact_gbe=self.gbe_solver == "exact" or (self.gbe_solver == "auto" and n < _approx_min_n()),
             input_bytes=data.image.itemsize, fully_paired=data.is_fully_paired,
         )
-        check_finite_memory(n_bytes, "DMH", f"hidden_size={self.hidden_size}, d={self.d}, n_bits={self.n_bits_}")
+        check_finite_memory(n_bytes, "DMH", f"hidden_size={self.hidden_size}, d={self.d}, n_bits={self.n_bits}")
 
 
 def resolve_device(device: str) -> str:

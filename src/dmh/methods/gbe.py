@@ -59,7 +59,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from ..errors import DataError, ParameterError
-from .gbe_base import (  # noqa: F401 - importable from here as before
+from .gbe_base import (  # noqa: F401 - importable from dmh.methods.gbe too
     SIMILARITIES,
     _csr,
     _quant_scale,

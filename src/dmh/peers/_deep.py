@@ -22,7 +22,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import _validation
 from ..errors import FitDivergedError, ParameterError
 
 __all__ = [
@@ -31,58 +30,13 @@ __all__ = [
     "torch_seed",
     "make_nets",
     "standardise",
-    "INPUT_SCALINGS",
-    "check_input_scaling",
     "fit_scalers",
     "apply_scaler",
     "net_state",
     "load_net",
     "minibatches",
     "cosine",
-    "check_hidden",
-    "check_int",
-    "check_float",
-    "check_device",
 ]
-
-
-# ---------------------------------------------------------------------------- parameter checks
-def check_int(owner, name: str, minimum: int = 1) -> int:
-    """The attribute ``name`` of ``owner`` checked by :func:`dmh._validation.check_int`."""
-    return _validation.check_int(getattr(owner, name), name, minimum=minimum, owner=type(owner).__name__)
-
-
-def check_float(owner, name: str, low: float = 0.0, high: float = math.inf, *,
-                low_open: bool = False, high_open: bool = False) -> float:
-    """The attribute ``name`` of ``owner`` checked by :func:`dmh._validation.check_real`."""
-    return _validation.check_real(
-        getattr(owner, name), name, low=low, low_inclusive=not low_open,
-        high=None if math.isinf(high) else high, high_inclusive=not high_open, owner=type(owner).__name__,
-    )
-
-
-def check_hidden(owner, name: str) -> tuple[int, ...]:
-    value = getattr(owner, name)
-    try:
-        sizes = tuple(value)
-    except TypeError:
-        sizes = None
-    if sizes is None or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1
-                            for s in sizes):
-        raise ParameterError(
-            f"{type(owner).__name__}: {name} must be a sequence of positive layer widths "
-            f"(empty for a linear hash layer), got {value!r}"
-        )
-    return tuple(int(s) for s in sizes)
-
-
-def check_device(owner) -> str:
-    device = owner.device
-    if device not in ("cpu", "cuda", "auto"):
-        raise ParameterError(
-            f"{type(owner).__name__}: device must be 'cpu', 'cuda' or 'auto', got {device!r}"
-        )
-    return device
 
 
 def resolve_device(device: str) -> torch.device:
@@ -158,20 +112,6 @@ def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mu, sd
 
 
-#: how a deep peer's networks see their inputs: as given, or z-scored per feature
-INPUT_SCALINGS = ("none", "feature")
-
-
-def check_input_scaling(owner) -> str:
-    value = owner.input_scaling
-    if value not in INPUT_SCALINGS:
-        raise ParameterError(
-            f"{type(owner).__name__}: input_scaling must be one of {', '.join(map(repr, INPUT_SCALINGS))}, "
-            f"got {value!r}"
-        )
-    return value
-
-
 def fit_scalers(views: dict, how: str) -> dict:
     """``{modality: (mean, scale)}`` for :func:`apply_scaler`: the training rows' per-feature mean and
     standard deviation for ``how="feature"``, the identity (zeros, ones) for ``"none"``. Either way the
@@ -234,7 +174,7 @@ def load_scaled_nets(owner, state: dict, normalise: bool = False) -> tuple[dict,
     sizes come from ``owner``'s ``n_features_``, ``image_hidden`` / ``text_hidden`` and ``n_bits_``, the
     layer layout also from its ``dropout`` where it has one."""
     scalers = {m: (np.asarray(state[f"{m}_mean"]), np.asarray(state[f"{m}_scale"])) for m in ("image", "text")}
-    hidden = {"image": tuple(owner.image_hidden), "text": tuple(owner.text_hidden)}
+    hidden = owner._hidden()
     dropout = float(getattr(owner, "dropout", 0.0))
     nets = {m: load_net(state, m, owner.n_features_[m], hidden[m], owner.n_bits_, normalise=normalise,
                         dropout=dropout)

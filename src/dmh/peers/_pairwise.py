@@ -4,8 +4,8 @@
 text-only objects of semi-paired data are ignored, as in the papers, which assume full pairing):
 epochs of shuffled minibatches (the last incomplete batch dropped where the authors' loaders drop
 it), the epoch's mean training loss recorded in ``loss_history_``, and an optional label-free stop on
-it (``tol``, ``patience``). A method gives its hyperparameters (``_check_params``), its optimisers and
-other training state (``_begin``) and one minibatch's update (``_train_batch``).
+it (``tol``, ``patience``). A method declares its hyperparameters (``_parameter_constraints``) and
+gives its optimisers and other training state (``_begin``) and one minibatch's update (``_train_batch``).
 
 :class:`SimilarityPeer` is DJSRH, JDSH and DGCPN, whose codes reconstruct a similarity matrix ``S``
 built from the raw features: two SGD optimisers (momentum, weight decay) stepped on each batch,
@@ -19,6 +19,7 @@ This module does not import PyTorch at import time.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 import warnings
 from types import SimpleNamespace
@@ -26,6 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Interval, check_random_state
 from ..data import CrossModalData
 from ._nets import ScaledNetsHasher
 
@@ -35,22 +37,21 @@ __all__ = ["PairedNetsPeer", "SimilarityPeer"]
 class PairedNetsPeer(ScaledNetsHasher):
     """Fitting of two networks on the paired objects; subclasses give the update (see the module)."""
 
+    _parameter_constraints = {
+        **ScaledNetsHasher._parameter_constraints,
+        "epochs": [POSITIVE_INT], "batch_size": [Interval(numbers.Integral, 2, None)],
+    }
+
     uses_unpaired = False
     min_paired = 2
     #: drop the last incomplete minibatch of an epoch (DJSRH's, JDSH's and UCCH's loaders do)
     _drop_last = True
 
     # ------------------------------------------------------------------ to override
-    def _check_params(self) -> dict:  # pragma: no cover - abstract
-        """Every hyperparameter checked (raise ParameterError); a dict with at least ``epochs``,
-        ``batch_size``, ``image_hidden``, ``text_hidden``, ``input_scaling`` and ``device``
-        (optionally ``tol``, ``patience``, ``dropout``)."""
-        raise NotImplementedError
-
     def _setup(self, Fi: np.ndarray, Ft: np.ndarray, rng: np.random.Generator) -> None:
         """Once per fit, with the raw paired features (e.g. a graph over all training objects)."""
 
-    def _hash_init_std(self, p: dict) -> dict | None:
+    def _hash_init_std(self) -> dict | None:
         """``{modality: std}`` of a hash layer drawn from ``N(0, std^2)`` (DGCPN's text network)."""
         return None
 
@@ -76,26 +77,25 @@ class PairedNetsPeer(ScaledNetsHasher):
 
         from . import _deep
 
-        p = self._check_params()
-        rng = np.random.default_rng(self.random_state)
-        device = _deep.resolve_device(p["device"])
+        rng = check_random_state(self.random_state)
+        device = _deep.resolve_device(self.device)
         paired = data.paired_mask
         Fi = np.asarray(data.image[paired], dtype=np.float64)
         Ft = np.asarray(data.text[paired], dtype=np.float64)
         n = Fi.shape[0]
         self.n_train_ = n
-        self.scalers_ = _deep.fit_scalers({"image": Fi, "text": Ft}, p["input_scaling"])
+        self.scalers_ = _deep.fit_scalers({"image": Fi, "text": Ft}, self.input_scaling)
         X = {m: torch.as_tensor(_deep.apply_scaler(F_, self.scalers_[m]), dtype=torch.float32, device=device)
              for m, F_ in (("image", Fi), ("text", Ft))}
         try:
             self._setup(Fi, Ft, rng)
             seed = _deep.torch_seed(rng)
             nets = _deep.make_nets(
-                {"image": Fi.shape[1], "text": Ft.shape[1]},
-                {"image": p["image_hidden"], "text": p["text_hidden"]}, self.n_bits_, seed, device,
-                normalise=self._normalised_nets, dropout=p.get("dropout", 0.0), hash_init_std=self._hash_init_std(p),
+                {"image": Fi.shape[1], "text": Ft.shape[1]}, self._hidden(), self.n_bits_, seed, device,
+                normalise=self._normalised_nets, dropout=float(getattr(self, "dropout", 0.0)),
+                hash_init_std=self._hash_init_std(),
             )
-            run = SimpleNamespace(p=p, nets=nets, X=X, Fi=Fi, Ft=Ft, device=device,
+            run = SimpleNamespace(nets=nets, X=X, Fi=Fi, Ft=Ft, device=device,
                                   gen=torch.Generator().manual_seed(seed + 1), epoch=0)
             self._begin(run)
             # dropout draws from torch's global generator: seeded here, the caller's state restored after
@@ -105,11 +105,11 @@ class PairedNetsPeer(ScaledNetsHasher):
                 history, converged = self._train(run, n)
         finally:
             self._end()
-        tol = p.get("tol", 0.0)
+        tol = self._stop_rule()[0]
         if tol > 0 and not converged:
             warnings.warn(
-                f"{type(self).__name__} reached epochs={p['epochs']} before its training loss stopped "
-                f"improving by tol={tol} over {p['patience']} epochs",
+                f"{type(self).__name__} reached epochs={self.epochs} before its training loss stopped "
+                f"improving by tol={tol} over {self.patience} epochs",
                 ConvergenceWarning, stacklevel=4,
             )
         for net in nets.values():
@@ -118,21 +118,24 @@ class PairedNetsPeer(ScaledNetsHasher):
         self.loss_history_ = np.asarray(history)
         self.n_iter_ = len(history)
 
+    def _stop_rule(self) -> tuple[float, int]:
+        """``(tol, patience)`` of the label-free stop on the training loss (``tol=0``: none)."""
+        return float(getattr(self, "tol", 0.0)), int(getattr(self, "patience", 1))
+
     def _train(self, run: SimpleNamespace, n: int) -> tuple[list, bool]:
         from . import _deep
 
-        p = run.p
-        tol, patience = p.get("tol", 0.0), p.get("patience", 1)
+        tol, patience = self._stop_rule()
         history: list[float] = []
         best, stale = math.inf, 0
         t0 = time.perf_counter()
-        for epoch in range(p["epochs"]):
+        for epoch in range(int(self.epochs)):
             run.epoch = epoch
             self._begin_epoch(run)
             for net in run.nets.values():
                 net.train()
             total, count = 0.0, 0
-            for idx in _deep.minibatches(n, p["batch_size"], run.gen, drop_last=self._drop_last):
+            for idx in _deep.minibatches(n, int(self.batch_size), run.gen, drop_last=self._drop_last):
                 total += self._train_batch(run, idx) * len(idx)
                 count += len(idx)
             self._end_epoch(run)
@@ -153,11 +156,13 @@ class PairedNetsPeer(ScaledNetsHasher):
 class SimilarityPeer(PairedNetsPeer):
     """DJSRH, JDSH and DGCPN: SGD on the reconstruction of a batch similarity ``S`` (see the module)."""
 
-    # ------------------------------------------------------------------ to override
-    def _check_method_params(self) -> dict:
-        """Validate the method's own hyperparameters (raise ParameterError); extra entries of ``p``."""
-        return {}
+    _parameter_constraints = {
+        **PairedNetsPeer._parameter_constraints,
+        "image_lr": [POSITIVE], "text_lr": [POSITIVE], "momentum": [Interval(numbers.Real, 0, 1, closed="left")],
+        "weight_decay": [NON_NEGATIVE], "tol": [NON_NEGATIVE], "patience": [POSITIVE_INT],
+    }
 
+    # ------------------------------------------------------------------ to override
     def _batch_similarity(self, Fi: np.ndarray, Ft: np.ndarray, idx: np.ndarray) -> np.ndarray:
         raise NotImplementedError  # pragma: no cover - abstract
 
@@ -179,33 +184,12 @@ class SimilarityPeer(PairedNetsPeer):
         return float(loss.detach())
 
     # ------------------------------------------------------------------ common
-    def _check_params(self) -> dict:
-        from . import _deep
-
-        p = {
-            "epochs": _deep.check_int(self, "epochs", 1),
-            "batch_size": _deep.check_int(self, "batch_size", 2),
-            "image_lr": _deep.check_float(self, "image_lr", 0.0, low_open=True),
-            "text_lr": _deep.check_float(self, "text_lr", 0.0, low_open=True),
-            "momentum": _deep.check_float(self, "momentum", 0.0, 1.0, high_open=True),
-            "weight_decay": _deep.check_float(self, "weight_decay", 0.0),
-            "image_hidden": _deep.check_hidden(self, "image_hidden"),
-            "text_hidden": _deep.check_hidden(self, "text_hidden"),
-            "tol": _deep.check_float(self, "tol", 0.0),
-            "patience": _deep.check_int(self, "patience", 1),
-            "input_scaling": _deep.check_input_scaling(self),
-            "device": _deep.check_device(self),
-        }
-        p.update(self._check_method_params() or {})
-        return p
-
     def _begin(self, run):
         import torch
 
-        p = run.p
         run.opts = {
-            m: torch.optim.SGD(run.nets[m].parameters(), lr=p[f"{m}_lr"], momentum=p["momentum"],
-                               weight_decay=p["weight_decay"])
+            m: torch.optim.SGD(run.nets[m].parameters(), lr=float(getattr(self, f"{m}_lr")),
+                               momentum=float(self.momentum), weight_decay=float(self.weight_decay))
             for m in ("image", "text")
         }
 

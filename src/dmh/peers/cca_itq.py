@@ -42,9 +42,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from .._validation import check_int, check_random_state, check_real
-from ..base import BaseHasher
-from ..baselines.cca import AUTO_REG_GRID, cca_directions, centred_pairs, check_reg, select_cca_ridge
+from .._validation import NON_NEGATIVE, NON_NEGATIVE_INT, check_random_state
+from ..base import BaseHasher, store_init_args
+from ..baselines.cca import AUTO_REG_GRID, REG, cca_directions, centred_pairs, select_cca_ridge
 from ..baselines.fitting import LinearHashMixin
 from ..data import CrossModalData
 from ..errors import DataError
@@ -125,24 +125,22 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         ITQ iterations run.
     """
 
+    _parameter_constraints = {**BaseHasher._parameter_constraints, "reg": REG, "corr_power": [NON_NEGATIVE],
+                              "n_iter": [NON_NEGATIVE_INT]}
+    _saved_arrays = {"correlations": (None,), "rotation": (None, None), "ridge": (None,), "reg_scores": (None,),
+                     "quantization_losses": (None,)}
+
     method_name = "cca-itq"
     uses_unpaired = False
     min_paired = 2
 
     def __init__(self, n_bits=64, *, reg="auto", corr_power=1.0, n_iter=50, random_state=None):
-        self.n_bits = n_bits
-        self.reg = reg
-        self.corr_power = corr_power
-        self.n_iter = n_iter
-        self.random_state = random_state
-
-    def _check_params(self):
-        return (check_reg(self.reg, "CCAITQ"), check_real(self.corr_power, "corr_power"),
-                check_int(self.n_iter, "n_iter", minimum=0))
+        store_init_args(self, locals())
 
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        reg, power, n_iter = self._check_params()
+        reg = "auto" if isinstance(self.reg, str) else float(self.reg)
+        power, n_iter = float(self.corr_power), int(self.n_iter)
         rng = check_random_state(self.random_state)
         k = self.n_bits_
         di, dt = data.image.shape[1], data.text.shape[1]
@@ -161,31 +159,9 @@ class CCAITQ(LinearHashMixin, BaseHasher):
         R, losses = itq_rotation(V, n_iter, rng)
         self.projections_ = {"image": Wi @ R, "text": Wt @ R}
         self.means_ = means
-        self.correlations_ = rho
-        self.rotation_ = R
-        self.reg_ = reg
-        self.ridge_ = ridge
-        self.reg_scores_ = scores
-        self.quantization_losses_ = losses
+        self.correlations_, self.rotation_, self.quantization_losses_ = rho, R, losses
+        self.reg_, self.ridge_, self.reg_scores_ = reg, ridge, scores
         self.n_iter_ = n_iter
-
-    def _get_state(self):
-        return {
-            **self._linear_state(),
-            "correlations": self.correlations_,
-            "rotation": self.rotation_,
-            "ridge": self.ridge_,
-            "reg_scores": self.reg_scores_,
-            "quantization_losses": self.quantization_losses_,
-        }
-
-    def _set_state(self, state):
-        self._set_linear_state(state)
-        self.correlations_ = np.asarray(state["correlations"])
-        self.rotation_ = np.asarray(state["rotation"])
-        self.ridge_ = np.asarray(state["ridge"])
-        self.reg_scores_ = np.asarray(state["reg_scores"])
-        self.quantization_losses_ = np.asarray(state["quantization_losses"])
 
     def _extra_meta(self):
         return {"reg": self.reg_, "n_iter": self.n_iter_}

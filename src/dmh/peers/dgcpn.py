@@ -36,8 +36,11 @@ time (see ``docs/peers.md``).
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
+from .._validation import NON_NEGATIVE, POSITIVE, UNIT_INTERVAL, Interval
 from ..base import store_init_args
 from ._pairwise import SimilarityPeer
 from .djsrh import cosine_similarity
@@ -125,6 +128,13 @@ class DGCPN(SimilarityPeer):
         As in :class:`dmh.peers.djsrh.DJSRH`.
     """
 
+    _parameter_constraints = {
+        **SimilarityPeer._parameter_constraints,
+        "a1": [UNIT_INTERVAL], "a2": [UNIT_INTERVAL], "knn_fraction": [Interval(numbers.Real, 0, 1, closed="right")],
+        **dict.fromkeys(("coherence_scale", "pair_target", "dis_weight", "cons_weight"), [NON_NEGATIVE]),
+        "dropout": [Interval(numbers.Real, 0, 1, closed="left")], "text_init_std": [POSITIVE],
+    }
+
     method_name = "dgcpn"
     _drop_last = False  # the authors' loader keeps the last, smaller batch
 
@@ -134,20 +144,7 @@ class DGCPN(SimilarityPeer):
                  text_hidden=(1024,), tol=0.0, patience=5, input_scaling="none", device="cpu", random_state=None):
         store_init_args(self, locals())
 
-    def _check_method_params(self):
-        from . import _deep
-
-        _deep.check_float(self, "a1", 0.0, 1.0)
-        _deep.check_float(self, "a2", 0.0, 1.0)
-        _deep.check_float(self, "knn_fraction", 0.0, 1.0, low_open=True)
-        _deep.check_float(self, "coherence_scale", 0.0)
-        _deep.check_float(self, "pair_target", 0.0)
-        _deep.check_float(self, "dis_weight", 0.0)
-        _deep.check_float(self, "cons_weight", 0.0)
-        _deep.check_float(self, "text_init_std", 0.0, low_open=True)
-        return {"dropout": _deep.check_float(self, "dropout", 0.0, 1.0, high_open=True)}
-
-    def _hash_init_std(self, p):
+    def _hash_init_std(self):
         return {"text": float(self.text_init_std)}
 
     def _alpha(self, epoch):

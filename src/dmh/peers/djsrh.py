@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import NON_NEGATIVE, POSITIVE, UNIT_INTERVAL
 from ..base import store_init_args
 from ._pairwise import SimilarityPeer
 
@@ -90,6 +91,12 @@ class DJSRH(SimilarityPeer):
         Epochs run.
     """
 
+    _parameter_constraints = {
+        **SimilarityPeer._parameter_constraints,
+        "beta": [UNIT_INTERVAL], "eta": [UNIT_INTERVAL], "mu": [POSITIVE], "lambda1": [NON_NEGATIVE],
+        "lambda2": [NON_NEGATIVE],
+    }
+
     method_name = "djsrh"
 
     def __init__(self, n_bits=64, *, beta=0.9, eta=0.4, mu=1.5, lambda1=0.1, lambda2=0.1, epochs=80,
@@ -97,15 +104,6 @@ class DJSRH(SimilarityPeer):
                  image_hidden=(), text_hidden=(1024,), tol=0.0, patience=5, input_scaling="none", device="cpu",
                  random_state=None):
         store_init_args(self, locals())
-
-    def _check_method_params(self):
-        from . import _deep
-
-        _deep.check_float(self, "beta", 0.0, 1.0)
-        _deep.check_float(self, "eta", 0.0, 1.0)
-        _deep.check_float(self, "mu", 0.0, low_open=True)
-        _deep.check_float(self, "lambda1", 0.0)
-        _deep.check_float(self, "lambda2", 0.0)
 
     def _batch_similarity(self, Fi, Ft, idx):
         return djsrh_similarity(Fi[idx], Ft[idx], self.beta, self.eta, self.mu)

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Options
 from ..base import store_init_args
-from ..errors import ParameterError
 from ._pairwise import SimilarityPeer
 from .djsrh import cosine_similarity
 
@@ -121,6 +121,12 @@ class JDSH(SimilarityPeer):
         As in :class:`dmh.peers.djsrh.DJSRH`.
     """
 
+    _parameter_constraints = {
+        **SimilarityPeer._parameter_constraints,
+        **dict.fromkeys(("alpha", "beta", "lamb", "intra", "a", "b", "l1", "l2"), [NON_NEGATIVE]),
+        "mu": [POSITIVE], "n_fit_batches": [POSITIVE_INT], "distribution": [Options("fit", "mirflickr")],
+    }
+
     method_name = "jdsh"
 
     def __init__(self, n_bits=64, *, alpha=0.5, beta=0.1, lamb=0.4, mu=1.4, intra=0.1, a=2.0, b=4.0,
@@ -129,16 +135,6 @@ class JDSH(SimilarityPeer):
                  momentum=0.9, weight_decay=5e-4, image_hidden=(), text_hidden=(1024,), tol=0.0,
                  patience=5, input_scaling="none", device="cpu", random_state=None):
         store_init_args(self, locals())
-
-    def _check_method_params(self):
-        from . import _deep
-
-        for name in ("alpha", "beta", "lamb", "intra", "a", "b", "l1", "l2"):
-            _deep.check_float(self, name, 0.0)
-        _deep.check_float(self, "mu", 0.0, low_open=True)
-        _deep.check_int(self, "n_fit_batches", 1)
-        if self.distribution not in ("fit", "mirflickr"):
-            raise ParameterError(f"JDSH: distribution must be 'fit' or 'mirflickr', got {self.distribution!r}")
 
     def _setup(self, Fi, Ft, rng):
         if self.distribution == "mirflickr":

@@ -45,6 +45,7 @@ import time
 import numpy as np
 from scipy import sparse
 
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, check_random_state
 from ..base import sign_codes, store_init_args
 from ..data import CrossModalData
 from ._nets import ScaledNetsHasher
@@ -139,9 +140,15 @@ class SADCH(ScaledNetsHasher):
     nets_, scalers_, n_iter_
     """
 
+    _parameter_constraints = {
+        **ScaledNetsHasher._parameter_constraints,
+        **dict.fromkeys(("n_neighbours", "n_query", "outer_iter", "inner_epochs", "batch_size"), [POSITIVE_INT]),
+        "gamma": [NON_NEGATIVE], "lr": [POSITIVE],
+    }
+
     method_name = "sadch"
-    #: cells fitted before ``input_scaling`` existed ran with per-feature z-scoring
-    key_neutral = {"input_scaling": "feature"}
+    #: a cell key without ``input_scaling`` is one that ran with per-feature z-scoring: left out at that value
+
     uses_unpaired = True
     min_paired = 2
 
@@ -150,63 +157,45 @@ class SADCH(ScaledNetsHasher):
                  device="cpu", random_state=None):
         store_init_args(self, locals())
 
-    def _check_params(self) -> dict:
-        from . import _deep
-
-        return {
-            "n_neighbours": _deep.check_int(self, "n_neighbours", 1),
-            "gamma": _deep.check_float(self, "gamma", 0.0),
-            "n_query": _deep.check_int(self, "n_query", 1),
-            "outer_iter": _deep.check_int(self, "outer_iter", 1),
-            "inner_epochs": _deep.check_int(self, "inner_epochs", 1),
-            "batch_size": _deep.check_int(self, "batch_size", 1),
-            "lr": _deep.check_float(self, "lr", 0.0, low_open=True),
-            "image_hidden": _deep.check_hidden(self, "image_hidden"),
-            "text_hidden": _deep.check_hidden(self, "text_hidden"),
-            "input_scaling": _deep.check_input_scaling(self),
-            "device": _deep.check_device(self),
-        }
-
     def _fit(self, data: CrossModalData) -> None:
         import torch
 
         from . import _deep
 
-        p = self._check_params()
-        rng = np.random.default_rng(self.random_state)
-        device = _deep.resolve_device(p["device"])
+        rng = check_random_state(self.random_state)
+        device = _deep.resolve_device(self.device)
+        gamma, n_query, batch_size = float(self.gamma), int(self.n_query), int(self.batch_size)
         masks = {"image": data.image_mask, "text": data.text_mask}
         raw = {"image": np.asarray(data.image, dtype=np.float64), "text": np.asarray(data.text, dtype=np.float64)}
         n = data.n_objects
         c = self.n_bits_
-        self.scalers_ = _deep.fit_scalers({m: raw[m][masks[m]] for m in masks}, p["input_scaling"])
+        self.scalers_ = _deep.fit_scalers({m: raw[m][masks[m]] for m in masks}, self.input_scaling)
         X = {m: torch.as_tensor(_deep.apply_scaler(raw[m], self.scalers_[m]), dtype=torch.float32, device=device)
              for m in masks}
-        S = cross_view_similarity(raw["image"], raw["text"], masks["image"], masks["text"], p["n_neighbours"])
+        S = cross_view_similarity(raw["image"], raw["text"], masks["image"], masks["text"], int(self.n_neighbours))
         seed = _deep.torch_seed(rng)
-        hidden = {"image": p["image_hidden"], "text": p["text_hidden"]}
-        nets = _deep.make_nets({m: raw[m].shape[1] for m in masks}, hidden, c, seed, device)
-        opts = {m: torch.optim.Adam(nets[m].parameters(), lr=p["lr"]) for m in masks}
+        nets = _deep.make_nets({m: raw[m].shape[1] for m in masks}, self._hidden(), c, seed, device)
+        opts = {m: torch.optim.Adam(nets[m].parameters(), lr=float(self.lr)) for m in masks}
         gen = torch.Generator().manual_seed(seed + 1)
         B = np.where(rng.standard_normal((n, c)) > 0, 1.0, -1.0)
         S_t = torch.as_tensor(S, dtype=torch.float32, device=device)
         objective, losses = [], []
         t0 = time.perf_counter()
-        for _ in range(p["outer_iter"]):
+        for _ in range(int(self.outer_iter)):
             B_t = torch.as_tensor(B, dtype=torch.float32, device=device)
             U_list, S_list, idx_list = [], [], []
             for m in ("image", "text"):
                 have = np.flatnonzero(masks[m])
-                omega = np.sort(rng.choice(have, size=min(p["n_query"], have.size), replace=False))
+                omega = np.sort(rng.choice(have, size=min(n_query, have.size), replace=False))
                 omega_t = torch.as_tensor(omega, device=device)
                 nets[m].train()
-                for _epoch in range(p["inner_epochs"]):
+                for _epoch in range(int(self.inner_epochs)):
                     total = 0.0
-                    for b in _deep.minibatches(omega.size, p["batch_size"], gen, drop_last=False):
+                    for b in _deep.minibatches(omega.size, batch_size, gen, drop_last=False):
                         rows = omega_t[b.to(device)]
                         u = nets[m](X[m][rows])
                         loss = (((u @ B_t.T - c * S_t[rows]) ** 2).sum()
-                                + p["gamma"] * ((B_t[rows] - u) ** 2).sum()) / (n * omega.size)
+                                + gamma * ((B_t[rows] - u) ** 2).sum()) / (n * omega.size)
                         opts[m].zero_grad()
                         loss.backward()
                         opts[m].step()
@@ -217,13 +206,13 @@ class SADCH(ScaledNetsHasher):
                     U_list.append(nets[m](X[m][omega_t]).cpu().numpy().astype(np.float64))
                 S_list.append(S[omega])
                 idx_list.append(omega)
-            B = update_codes(B, U_list, S_list, idx_list, p["gamma"])
-            objective.append(asymmetric_objective(B, U_list, S_list, idx_list, p["gamma"]))
+            B = update_codes(B, U_list, S_list, idx_list, gamma)
+            objective.append(asymmetric_objective(B, U_list, S_list, idx_list, gamma))
         self.nets_ = {m: net.to("cpu") for m, net in nets.items()}
         self.codes_ = sign_codes(B)
         self.objective_history_ = np.asarray(objective)
         self.loss_history_ = np.asarray(losses)
-        self.n_iter_ = p["outer_iter"]
+        self.n_iter_ = int(self.outer_iter)
         self.fit_time_ = time.perf_counter() - t0
 
     def _get_state(self):

@@ -49,9 +49,9 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import pairwise_distances
 
-from .._validation import check_int, check_random_state, check_real
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, check_random_state
 from ..base import BaseHasher, store_init_args
-from ..baselines.fitting import LinearHashMixin, l2_normalize_rows
+from ..baselines.fitting import LinearHashMixin, l2_normalize_rows, settled
 from ..data import CrossModalData
 from ..errors import DataError, ParameterError
 
@@ -164,6 +164,13 @@ class SPDH(LinearHashMixin, BaseHasher):
     n_iter_ : int
     """
 
+    _parameter_constraints = {
+        **BaseHasher._parameter_constraints,
+        "alpha": [NON_NEGATIVE], "beta": [POSITIVE], "rho": [POSITIVE], "n_anchors": [POSITIVE_INT],
+        "n_nearest": [POSITIVE_INT], "max_iter": [POSITIVE_INT], "tol": [NON_NEGATIVE],
+    }
+    _saved_arrays = {"codes": (None, "B"), "anchor_rows": (None,), "objective": (None,)}
+
     method_name = "spdh"
     uses_unpaired = True
     min_paired = 2
@@ -188,9 +195,9 @@ class SPDH(LinearHashMixin, BaseHasher):
             Xs.append(Xc * scale)
             means[m], scales[m] = mean, scale
         paired = np.flatnonzero(data.paired_mask)
-        n_a = min(check_int(self.n_anchors, "n_anchors"), paired.size)
+        n_a = min(int(self.n_anchors), paired.size)
         anchor_rows = np.sort(rng.choice(paired, size=n_a, replace=False))
-        s = check_int(self.n_nearest, "n_nearest")
+        s = int(self.n_nearest)
         N = data.n_objects
         Z = np.zeros((N, n_a))
         count = np.zeros(N)
@@ -202,22 +209,12 @@ class SPDH(LinearHashMixin, BaseHasher):
         Z /= count[:, None]
         return Xs, rows, means, scales, _graph_factor(Z), anchor_rows
 
-    def _check_params(self):
-        alpha = check_real(self.alpha, "alpha")
-        beta = check_real(self.beta, "beta", low=0.0, low_inclusive=False)
-        rho = check_real(self.rho, "rho", low=0.0, low_inclusive=False)
-        max_iter = check_int(self.max_iter, "max_iter")
-        tol = check_real(self.tol, "tol")
-        check_int(self.n_anchors, "n_anchors")
-        check_int(self.n_nearest, "n_nearest")
-        return alpha, beta, rho, max_iter, tol
-
     def _fit(self, data: CrossModalData) -> None:
         name = type(self).__name__
-        alpha, beta, rho, max_iter, tol = self._check_params()
+        alpha, beta, rho = float(self.alpha), float(self.beta), float(self.rho)
+        max_iter, tol = int(self.max_iter), float(self.tol)
         rng = check_random_state(self.random_state)
-        k = self.n_bits_
-        N = data.n_objects
+        k, N = self.n_bits_, data.n_objects
         if N <= k:
             raise DataError(f"{name} needs more training objects than bits ({k}); the data hold {N}")
         Xs, rows, means, scales, A, anchor_rows = self._prepare(data, rng)
@@ -243,15 +240,13 @@ class SPDH(LinearHashMixin, BaseHasher):
 
         Us, Ws = solve_factors(B)
         history = [spdh_objective(B, Xs, rows, Us, Ws, A, alpha, beta, rho * N)]
-        converged = False
         for _ in range(max_iter):
             B = update_bits(B, Xs, rows, Us, Ws, A, alpha, beta)
             Us, Ws = solve_factors(B)
             history.append(spdh_objective(B, Xs, rows, Us, Ws, A, alpha, beta, rho * N))
-            if history[-2] - history[-1] <= tol * abs(history[-2]):
-                converged = True
+            if settled(history, tol):
                 break
-        if not converged:
+        else:
             warnings.warn(f"{name} did not converge within max_iter={max_iter} alternations; "
                           "increase max_iter or tol", ConvergenceWarning, stacklevel=3)
         self.projections_ = {m: W * scales[m] for m, W in zip(MODALITIES, Ws, strict=True)}
@@ -274,17 +269,6 @@ class SPDH(LinearHashMixin, BaseHasher):
         return np.where(V > 0, 1.0, -1.0)
 
     # ------------------------------------------------------------------ persistence
-    def _get_state(self):
-        return {
-            **self._linear_state(),
-            "codes": self.codes_,
-            "anchor_rows": self.anchor_rows_,
-            "objective": self.objective_,
-        }
-
     def _set_state(self, state):
-        self._set_linear_state(state)
-        self.codes_ = np.asarray(state["codes"])
-        self.anchor_rows_ = np.asarray(state["anchor_rows"])
-        self.objective_ = np.asarray(state["objective"])
+        super()._set_state(state)
         self.n_iter_ = len(self.objective_) - 1

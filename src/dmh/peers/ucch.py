@@ -32,9 +32,10 @@ time, see ``docs/peers.md``).
 from __future__ import annotations
 
 import math
+import numbers
 
+from .._validation import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, Interval, IntSequence
 from ..base import store_init_args
-from ..errors import ParameterError
 from ._pairwise import PairedNetsPeer
 
 __all__ = ["UCCH", "crl_loss"]
@@ -140,6 +141,14 @@ class UCCH(PairedNetsPeer):
         As in :class:`dmh.peers.djsrh.DJSRH`.
     """
 
+    _parameter_constraints = {
+        **PairedNetsPeer._parameter_constraints,
+        "alpha": [UNIT_INTERVAL], "n_negatives": [POSITIVE_INT], "temperature": [POSITIVE],
+        "memory_momentum": [Interval(numbers.Real, 0, 1, closed="left")], "margin": [NON_NEGATIVE],
+        "shift": [NON_NEGATIVE], "warmup_epochs": [NON_NEGATIVE_INT], "lr_milestones": [IntSequence(1)],
+        "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE], "clip_norm": [POSITIVE],
+    }
+
     method_name = "ucch"
     _normalised_nets = True
 
@@ -149,64 +158,34 @@ class UCCH(PairedNetsPeer):
                  text_hidden=(2048,), input_scaling="none", device="cpu", random_state=None):
         store_init_args(self, locals())
 
-    def _check_params(self) -> dict:
-        from . import _deep
-
-        p = {
-            "alpha": _deep.check_float(self, "alpha", 0.0, 1.0),
-            "n_negatives": _deep.check_int(self, "n_negatives", 1),
-            "temperature": _deep.check_float(self, "temperature", 0.0, low_open=True),
-            "memory_momentum": _deep.check_float(self, "memory_momentum", 0.0, 1.0, high_open=True),
-            "margin": _deep.check_float(self, "margin", 0.0),
-            "shift": _deep.check_float(self, "shift", 0.0),
-            "warmup_epochs": _deep.check_int(self, "warmup_epochs", 0),
-            "epochs": _deep.check_int(self, "epochs", 1),
-            "batch_size": _deep.check_int(self, "batch_size", 2),
-            "lr": _deep.check_float(self, "lr", 0.0, low_open=True),
-            "weight_decay": _deep.check_float(self, "weight_decay", 0.0),
-            "clip_norm": _deep.check_float(self, "clip_norm", 0.0, low_open=True),
-            "image_hidden": _deep.check_hidden(self, "image_hidden"),
-            "text_hidden": _deep.check_hidden(self, "text_hidden"),
-            "input_scaling": _deep.check_input_scaling(self),
-            "device": _deep.check_device(self),
-        }
-        try:
-            milestones = sorted(int(e) for e in self.lr_milestones)
-        except (TypeError, ValueError):
-            milestones = None
-        if milestones is None or any(e < 1 for e in milestones):
-            raise ParameterError(f"UCCH: lr_milestones must be positive epoch numbers, got {self.lr_milestones!r}")
-        p["lr_milestones"] = milestones
-        return p
-
     def _begin(self, run):
         import torch
 
-        p = run.p
         run.params = list(run.nets["image"].parameters()) + list(run.nets["text"].parameters())
-        run.opt = torch.optim.Adam(run.params, lr=p["lr"], weight_decay=p["weight_decay"])
-        run.sched = torch.optim.lr_scheduler.MultiStepLR(run.opt, p["lr_milestones"], gamma=0.1)
+        run.opt = torch.optim.Adam(run.params, lr=float(self.lr), weight_decay=float(self.weight_decay))
+        milestones = sorted(int(e) for e in self.lr_milestones)
+        run.sched = torch.optim.lr_scheduler.MultiStepLR(run.opt, milestones, gamma=0.1)
         run.memory = BinaryMemory(run.X["image"].shape[0], self.n_bits_, run.gen, run.device)
-        run.T = p["temperature"] * math.sqrt(self.n_bits_)
+        run.T = float(self.temperature) * math.sqrt(self.n_bits_)
 
     def _begin_epoch(self, run):
-        run.warm = run.epoch < run.p["warmup_epochs"]
-        run.momentum = 0.0 if run.warm else run.p["memory_momentum"]
+        run.warm = run.epoch < int(self.warmup_epochs)
+        run.momentum = 0.0 if run.warm else float(self.memory_momentum)
 
     def _train_batch(self, run, idx):
         import torch
 
-        p, nets = run.p, run.nets
+        nets, alpha = run.nets, float(self.alpha)
         idx_d = idx.to(run.device)
         u = nets["image"](run.X["image"][idx_d])
         v = nets["text"](run.X["text"][idx_d])
-        out_u, out_v = run.memory.scores(u, v, idx_d, p["n_negatives"], run.T, run.gen, in_batch=run.warm)
+        out_u, out_v = run.memory.scores(u, v, idx_d, int(self.n_negatives), run.T, run.gen, in_batch=run.warm)
         lc = nce_loss(out_u) + nce_loss(out_v)
-        lr_ = crl_loss(u, v, p["margin"], p["shift"])
-        loss = p["alpha"] * lc + (1.0 - p["alpha"]) * lr_
+        lr_ = crl_loss(u, v, float(self.margin), float(self.shift))
+        loss = alpha * lc + (1.0 - alpha) * lr_
         run.opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(run.params, p["clip_norm"])
+        torch.nn.utils.clip_grad_norm_(run.params, float(self.clip_norm))
         run.opt.step()
         run.memory.update(u.detach(), v.detach(), idx_d, run.momentum)
         return float(loss.detach())
