@@ -24,7 +24,8 @@ from ..errors import CollectionError, DmhError, ParameterError
 
 #: the candidates of ``method="auto"`` unless told otherwise: DMH, the linear methods that retrieve
 #: best on real photos with short captions (docs/peers_linear.md), and every deep peer whose fit is
-#: within :data:`FIT_BUDGET_CPU_S` (ties in score go to the first listed)
+#: within :data:`FIT_BUDGET_CPU_S` in its CPU setting (:data:`dmh.peers.CPU_SETTINGS`, which auto fits
+#: them with; ties in score go to the first listed)
 DEFAULT_CANDIDATES = ("dmh", "cca-itq", "fsh", "spdh", "sadch", "ucch", "djsrh", "jdsh", "dgcpn")
 #: the budget of a default candidate: CPU seconds of one fit (one thread, 64 bits) on a collection
 #: of the shared fashion photos' size (2,080 items, 1,040 of them captioned), no more than DMH's own
@@ -84,7 +85,10 @@ def check_build_params(method: str, params: dict, n_bits: int, where: str = "") 
 def _model(name: str, n_bits: int, seed: int, params: dict, progress: bool):
     from ..registry import get_method_class
 
+    from ..peers import CPU_SETTINGS
+
     klass = get_method_class(name)
+    params = {**CPU_SETTINGS.get(name, {}), **params}  # a deep peer in its CPU setting, unless told otherwise
     extra = {}
     if progress and "verbose" in klass().get_params(deep=False) and "verbose" not in params:
         extra["verbose"] = True  # DMH's progress bars and stage timings

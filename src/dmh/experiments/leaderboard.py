@@ -19,7 +19,8 @@ import numpy as np
 from ..records import TASKS, method_label, with_top_precision
 from .outcomes import Z, field_outcome, outcome_counts_text
 
-__all__ = ["RANKED_METRICS", "field_counts", "leaderboard_compact", "leaderboard_markdown", "leaderboard_rows"]
+__all__ = ["RANKED_METRICS", "field_counts", "leaderboard_compact", "leaderboard_markdown", "leaderboard_rows",
+           "unfinished_rows"]
 
 #: what a method is ranked on: the whole ranking, then its top
 RANKED_METRICS = ("map", "map@50", "precision@10")
@@ -83,6 +84,10 @@ def leaderboard_rows(records: Sequence[dict], dataset: str) -> list[dict]:
     rows = []
     for ratio in sorted({k[2] for k in keys}, reverse=True):
         group = [k for k in keys if k[2] == ratio]
+        # a row still being computed (fewer (cell, seed) results than the fullest row of its ratio) is
+        # left out of the ranking (unfinished_rows names it), so that it does not narrow the others'
+        size = {k: sum(len(v) for v in by_metric["map"][k].values()) for k in group}
+        group = [k for k in group if size[k] == max(size.values())]
         shared = set.intersection(*(set(by_metric["map"][k]) for k in group))
         for m in RANKED_METRICS[1:]:
             shared &= set.intersection(*(set(by_metric[m].get(k, {})) for k in group))
@@ -103,6 +108,28 @@ def leaderboard_rows(records: Sequence[dict], dataset: str) -> list[dict]:
             })
     rows.sort(key=lambda r: (-r["paired_ratio"], r["rank_map"], r["label"]))
     return rows
+
+
+def unfinished_rows(records: Sequence[dict], dataset: str) -> list[tuple[str, float, int, int]]:
+    """The rows of ``dataset`` that :func:`leaderboard_rows` leaves out because they hold fewer (cell,
+    seed) results than the fullest row of their paired ratio: ``(label, ratio, results, of)``."""
+    cells = _seed_cells([r for r in records if r.get("dataset") == dataset], "map")
+    size = {k: sum(len(v) for v in c.values()) for k, c in cells.items()}
+    out = []
+    for (_, label, ratio), n in sorted(size.items(), key=lambda kv: (-kv[0][2], kv[0][1])):
+        full = max(v for k, v in size.items() if k[2] == ratio)
+        if n < full:
+            out.append((label, ratio, n, full))
+    return out
+
+
+def _unfinished_text(records, datasets, titles) -> str:
+    parts = [f"{method_label(label)} at {ratio:.0%} pairs on {titles.get(ds, ds)} ({n} of {full})"
+             for ds in datasets for label, ratio, n, full in unfinished_rows(records, ds)]
+    if not parts:
+        return ""
+    return ("Not finished, so not ranked ((bits, direction, seed) results so far): " + "; ".join(parts)
+            + ". Their finished cells count in the comparisons with DMH below.")
 
 
 def _ranks(values: list[float]) -> list[int]:
@@ -167,6 +194,9 @@ def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None 
                 + f"| {fit} |"
             )
         lines.append("")
+    unfinished = _unfinished_text(records, datasets, titles)
+    if unfinished:
+        lines += [unfinished, ""]
     counts = dmh_counts(records)
     if counts:
         lines += counts + [""]
@@ -200,7 +230,8 @@ def leaderboard_compact(records: Sequence[dict], titles: dict[str, str] | None =
         fits = [row["fit_seconds"] for row in table[lab].values() if row["fit_seconds"] is not None]
         fit = f"{np.mean(fits):.1f}" if fits else "–"
         lines.append(f"| {method_label(lab)} | " + " | ".join(cells) + f" | {fit} |")
-    return "\n".join(lines)
+    unfinished = _unfinished_text([r for r in records if float(r["paired_ratio"]) == float(ratio)], datasets, titles)
+    return "\n".join(lines) + (f"\n\n{unfinished}" if unfinished else "")
 
 
 def _lost_to_text(lost_to: Counter) -> str:

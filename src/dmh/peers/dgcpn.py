@@ -30,8 +30,8 @@ weight decay 5e-4, batch 32, ``a1`` 0.01, ``a2`` 0.3, ``K`` 1.5, ``dw = cw = 1``
 network ``fc1`` (4096) + dropout 0.5 + hash layer, text network ``fc1`` (4096) + dropout 0.5 + hash
 layer drawn from ``N(0, 0.3^2)``. Their code's ``knn_number`` 3000 is the number of entries *removed*
 from each row of the 5,000 training objects, so the paper's ``k`` is 2,000 (``knn_fraction`` 0.4), and
-its ``scale`` 4000 is ``2 k`` (``coherence_scale`` 2). Reduced width and epochs by default for CPU
-time (see ``docs/peers.md``).
+its ``scale`` 4000 is ``2 k`` (``coherence_scale`` 2). A lighter setting for CPU budgets (width 1024,
+35 epochs) is :data:`dmh.peers.CPU_SETTINGS` (its cost in ``docs/peers.md``).
 """
 
 from __future__ import annotations
@@ -112,11 +112,12 @@ class DGCPN(SimilarityPeer):
         After each hidden layer of both networks, in training.
     text_init_std : float [0.3]
         Standard deviation of the text hash layer's initial weights.
-    epochs : int [35; the authors: 100 with a labelled validation stop]
+    epochs : int [100, the authors' (they keep the epoch of the best labelled validation MAP; here the
+        last); CPU setting 35]
     batch_size : int [32]
     image_lr, text_lr : float [0.005, 0.005]
     momentum, weight_decay : float [0.9, 5e-4]
-    image_hidden, text_hidden : tuple of int [(1024,), (1024,); the authors: (4096,), (4096,)]
+    image_hidden, text_hidden : tuple of int [(4096,), (4096,), the authors'; CPU setting (1024,), (1024,)]
     tol, patience, input_scaling, device, random_state
         As in :class:`dmh.peers.djsrh.DJSRH`.
 
@@ -139,9 +140,9 @@ class DGCPN(SimilarityPeer):
     _drop_last = False  # the authors' loader keeps the last, smaller batch
 
     def __init__(self, n_bits=64, *, a1=0.01, a2=0.3, knn_fraction=0.4, coherence_scale=2.0, pair_target=1.5,
-                 dis_weight=1.0, cons_weight=1.0, dropout=0.5, text_init_std=0.3, epochs=35, batch_size=32,
-                 image_lr=0.005, text_lr=0.005, momentum=0.9, weight_decay=5e-4, image_hidden=(1024,),
-                 text_hidden=(1024,), tol=0.0, patience=5, input_scaling="none", device="cpu", random_state=None):
+                 dis_weight=1.0, cons_weight=1.0, dropout=0.5, text_init_std=0.3, epochs=100, batch_size=32,
+                 image_lr=0.005, text_lr=0.005, momentum=0.9, weight_decay=5e-4, image_hidden=(4096,),
+                 text_hidden=(4096,), tol=0.0, patience=5, input_scaling="none", device="cpu", random_state=None):
         store_init_args(self, locals())
 
     def _hash_init_std(self):

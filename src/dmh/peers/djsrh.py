@@ -17,9 +17,8 @@ Defaults are the authors' MIRFlickr settings (``settings.py`` of github.com/zs-z
 SGD momentum 0.9, weight decay 5e-4, ``lr`` 0.001 (image) / 0.01 (text), ``beta`` 0.9, ``eta`` 0.4,
 ``mu`` 1.5, ``lambda1 = lambda2 = 0.1``, 80 epochs (Wikipedia there: beta 0.3, lambdas 0.3, lr 0.01,
 200 epochs). Text network ``d -> 4096 -> bits``; the image network over given features is the part
-of theirs after AlexNet's fc7, the hash layer ``fc_encode`` (``image_hidden=()``). The text width is
-reduced to 1024 by default for CPU time (``text_hidden=(4096,)`` is the authors'; see
-``docs/peers.md``).
+of theirs after AlexNet's fc7, the hash layer ``fc_encode`` (``image_hidden=()``). A lighter setting
+for CPU budgets, text width 1024, is :data:`dmh.peers.CPU_SETTINGS` (its cost in ``docs/peers.md``).
 """
 
 from __future__ import annotations
@@ -70,7 +69,7 @@ class DJSRH(SimilarityPeer):
     image_hidden : tuple of int [(); the hash layer over the given features, as the authors' code
         over fc7 features]
         Hidden widths of the image MLP.
-    text_hidden : tuple of int [(1024,); the authors: (4096,)]
+    text_hidden : tuple of int [(4096,), the authors'; CPU setting (1024,)]
         Hidden widths of the text MLP.
     tol, patience : float, int [0, 5]
         Optional label-free stopping rule: stop when the epoch's training loss has not fallen by a
@@ -101,7 +100,7 @@ class DJSRH(SimilarityPeer):
 
     def __init__(self, n_bits=64, *, beta=0.9, eta=0.4, mu=1.5, lambda1=0.1, lambda2=0.1, epochs=80,
                  batch_size=32, image_lr=0.001, text_lr=0.01, momentum=0.9, weight_decay=5e-4,
-                 image_hidden=(), text_hidden=(1024,), tol=0.0, patience=5, input_scaling="none", device="cpu",
+                 image_hidden=(), text_hidden=(4096,), tol=0.0, patience=5, input_scaling="none", device="cpu",
                  random_state=None):
         store_init_args(self, locals())
 

@@ -29,8 +29,8 @@ Defaults from the authors' MIRFlickr configuration: ``alpha`` 0.5, ``beta`` 0.1,
 1.4, ``intra`` 0.1, ``a`` (ALPHA) 2, ``b`` (BETA) 4, ``L1`` 0.1, ``L2`` 0.2, SGD lr 0.01 for both
 networks, momentum 0.9, weight decay 5e-4, batch 32, 300 epochs; image network: the hash layer over
 the frozen AlexNet's fc7 features (here: over the given features, ``image_hidden=()``), text network
-``d -> 4096 -> bits``. Text width (1024) and epochs (100) are reduced by default for CPU time (see
-``docs/peers.md``).
+``d -> 4096 -> bits``. A lighter setting for CPU budgets (text width 1024, 100 epochs) is
+:data:`dmh.peers.CPU_SETTINGS` (its cost in ``docs/peers.md``).
 """
 
 from __future__ import annotations
@@ -104,11 +104,11 @@ class JDSH(SimilarityPeer):
         ``"mirflickr"``: the authors' constants, fitted to MIRFlickr (:data:`MIRFLICKR_DISTRIBUTION`).
     n_fit_batches : int [50; not in the paper]
         Random batches whose ``S~`` entries the distribution is fitted to.
-    epochs : int [100; the authors' configuration: 300]
+    epochs : int [300, the authors' configuration; CPU setting 100]
     batch_size : int [32]
     image_lr, text_lr : float [0.01, 0.01]
     momentum, weight_decay : float [0.9, 5e-4]
-    image_hidden, text_hidden : tuple of int [(), (1024,); the authors: (), (4096,)]
+    image_hidden, text_hidden : tuple of int [(), (4096,), the authors'; CPU setting (), (1024,)]
     tol, patience, device, random_state
         As in :class:`dmh.peers.djsrh.DJSRH`.
 
@@ -130,9 +130,9 @@ class JDSH(SimilarityPeer):
     method_name = "jdsh"
 
     def __init__(self, n_bits=64, *, alpha=0.5, beta=0.1, lamb=0.4, mu=1.4, intra=0.1, a=2.0, b=4.0,
-                 l1=0.1, l2=0.2, distribution="fit", n_fit_batches=50, epochs=100, batch_size=32, image_lr=0.01,
+                 l1=0.1, l2=0.2, distribution="fit", n_fit_batches=50, epochs=300, batch_size=32, image_lr=0.01,
                  text_lr=0.01,
-                 momentum=0.9, weight_decay=5e-4, image_hidden=(), text_hidden=(1024,), tol=0.0,
+                 momentum=0.9, weight_decay=5e-4, image_hidden=(), text_hidden=(4096,), tol=0.0,
                  patience=5, input_scaling="none", device="cpu", random_state=None):
         store_init_args(self, locals())
 

@@ -25,8 +25,8 @@ Defaults: the feature-input command of the authors' README (``--alpha 0.7 --num_
 --margin 0.2 --max_epochs 20 --train_batch_size 256 --shift 0.1 --lr 0.0001 --optimizer Adam``) over
 their ``utils/config.py``: Adam weight decay 1e-6, ``K`` 4096, ``T`` 0.9, memory momentum 0.4, 1
 warm-up epoch, gradient norm clipped at 1, learning rate x0.1 at epochs 30, 60, 90, 120; image MLP
-with 2 hidden layers and text MLP with 1, each 8192 wide in their code (2048 here by default for CPU
-time, see ``docs/peers.md``).
+with 2 hidden layers and text MLP with 1, each 8192 wide as in their code. A lighter setting for CPU
+budgets (2048 wide) is :data:`dmh.peers.CPU_SETTINGS` (its cost in ``docs/peers.md``).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class UCCH(PairedNetsPeer):
         Adam.
     clip_norm : float [1.0]
         Gradient norm clipping.
-    image_hidden, text_hidden : tuple of int [(2048, 2048), (2048,); the authors: 8192 wide]
+    image_hidden, text_hidden : tuple of int [(8192, 8192), (8192,), the authors'; CPU setting 2048 wide]
     input_scaling, device, random_state
         As in :class:`dmh.peers.djsrh.DJSRH` (inputs as given by default, as the authors' code).
 
@@ -154,8 +154,8 @@ class UCCH(PairedNetsPeer):
 
     def __init__(self, n_bits=64, *, alpha=0.7, n_negatives=4096, temperature=0.9, memory_momentum=0.4,
                  margin=0.2, shift=0.1, warmup_epochs=1, epochs=20, lr_milestones=(30, 60, 90, 120),
-                 batch_size=256, lr=1e-4, weight_decay=1e-6, clip_norm=1.0, image_hidden=(2048, 2048),
-                 text_hidden=(2048,), input_scaling="none", device="cpu", random_state=None):
+                 batch_size=256, lr=1e-4, weight_decay=1e-6, clip_norm=1.0, image_hidden=(8192, 8192),
+                 text_hidden=(8192,), input_scaling="none", device="cpu", random_state=None):
         store_init_args(self, locals())
 
     def _begin(self, run):
