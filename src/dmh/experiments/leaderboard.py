@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..records import TASKS, method_label, with_top_precision
-from .outcomes import Z, field_outcome, outcome_counts_text
+from .outcomes import Z, field_outcome, outcome_counts_text, paired_outcome
 
 __all__ = ["RANKED_METRICS", "field_counts", "leaderboard_compact", "leaderboard_markdown", "leaderboard_rows",
-           "unfinished_rows"]
+           "setting_costs", "unfinished_rows"]
 
 #: what a method is ranked on: the whole ranking, then its top
 RANKED_METRICS = ("map", "map@50", "precision@10")
@@ -197,6 +197,9 @@ def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None 
     unfinished = _unfinished_text(records, datasets, titles)
     if unfinished:
         lines += [unfinished, ""]
+    costs = setting_costs(records)
+    if costs:
+        lines += [costs, ""]
     counts = dmh_counts(records)
     if counts:
         lines += counts + [""]
@@ -232,6 +235,41 @@ def leaderboard_compact(records: Sequence[dict], titles: dict[str, str] | None =
         lines.append(f"| {method_label(lab)} | " + " | ".join(cells) + f" | {fit} |")
     unfinished = _unfinished_text([r for r in records if float(r["paired_ratio"]) == float(ratio)], datasets, titles)
     return "\n".join(lines) + (f"\n\n{unfinished}" if unfinished else "")
+
+
+#: the suffix of a row that runs a method in a lighter setting than its defaults (the peers config)
+LIGHT_SUFFIX = " (CPU setting)"
+
+
+def setting_costs(records: Sequence[dict], metric: str = "map", z: float = Z) -> str:
+    """What each lighter setting costs: for every row ``X (CPU setting)`` beside a row ``X`` (the
+    method at its defaults), per dataset and paired ratio, the mean over the (bits, direction) cells
+    both finished of the lighter row minus the default's (paired by seed), and those cells won, tied
+    and lost by the lighter setting. Markdown; empty when no row has both."""
+    cells = _seed_cells(with_top_precision(list(records)), metric)
+    lines = []
+    for (ds, label, ratio), light in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0], -kv[0][2])):
+        if not label.endswith(LIGHT_SUFFIX):
+            continue
+        full = cells.get((ds, label[: -len(LIGHT_SUFFIX)], ratio))
+        shared = sorted(set(light) & set(full or {}))
+        if not shared:
+            continue
+        counts = Counter(paired_outcome(light[c], full[c], z=z).outcome for c in shared)
+        diffs = [np.mean([light[c][s] - full[c][s] for s in set(light[c]) & set(full[c])]) for c in shared]
+        name = method_label(label[: -len(LIGHT_SUFFIX)])
+        lines.append(f"| {name} | {ds} | {ratio:.0%} | {len(shared)} | {np.mean(diffs):+.3f} "
+                     f"| {min(diffs):+.3f} / {max(diffs):+.3f} | {outcome_counts_text(counts)} |")
+    if not lines:
+        return ""
+    return "\n".join([
+        f"What the lighter setting costs ({_SHORT[metric]}, the CPU setting's row minus the default's, paired by "
+        "seed, over the (bits, direction) cells both have finished; won/tied/lost by the CPU setting):",
+        "",
+        "| method | dataset | trained on | cells | mean difference | lowest / highest cell | cells won, tied, lost |",
+        "|---|---|---:|---:|---:|---:|---|",
+        *lines,
+    ])
 
 
 def _lost_to_text(lost_to: Counter) -> str:
