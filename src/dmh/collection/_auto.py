@@ -83,9 +83,8 @@ def check_build_params(method: str, params: dict, n_bits: int, where: str = "") 
 
 
 def _model(name: str, n_bits: int, seed: int, params: dict, progress: bool):
-    from ..registry import get_method_class
-
     from ..peers import CPU_SETTINGS
+    from ..registry import get_method_class
 
     klass = get_method_class(name)
     params = {**CPU_SETTINGS.get(name, {}), **params}  # a deep peer in its CPU setting, unless told otherwise
