@@ -6,7 +6,7 @@ module and is reached through the method registry (``make_method("ucch")``); not
 so importing one method never pulls in the others (or PyTorch).
 
 The deep peers' defaults are their authors' settings (network widths, epochs). Fitted on a CPU those
-take minutes a fit (docs/peers.md, "Defaults, cost and the authors' settings"); :data:`CPU_SETTINGS`
+take minutes a fit (docs/peers.md, "The CPU setting and what it costs"); :data:`CPU_SETTINGS`
 is the lighter setting for CPU budgets, each a few tens of CPU seconds on a couple of thousand
 objects, with its measured cost in MAP in docs/peers.md::
 
