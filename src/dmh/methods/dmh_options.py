@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._threads import resolve_threads
 from .._validation import check_choice, check_int, check_real
 from ..data import CrossModalData
 from ..errors import ParameterError, check_finite_memory
@@ -146,8 +147,11 @@ class DMHOptions:
                      "neighbour_pool", "chunk_size"):
             check_int(self._opt(name), name)
         check_real(self.dam_contrastive, "dam_contrastive", low=0.0)
-        if not isinstance(self.use_unpaired, (bool, np.bool_)):
-            raise ParameterError(f"use_unpaired must be True or False, got {self.use_unpaired!r}")
+        for name in ("use_unpaired", "refresh_features", "record_diagnostics", "verbose"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ParameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.n_threads is not None:
+            resolve_threads(self.n_threads)
         if not isinstance(self._opt("cle_gram"), (bool, np.bool_)):
             raise ParameterError(f"cle_gram must be True, False or None, got {self.cle_gram!r}")
         check_int(self.dam_epochs, "dam_epochs", minimum=0)
