@@ -53,6 +53,7 @@ import http.client
 import json
 import os
 import platform
+import select
 import socket
 import subprocess
 import sys
@@ -416,11 +417,13 @@ def malformed_requests(photo: bytes) -> list[tuple[str, bytes]]:
 
 def hostile(port: int, seconds: float = 10.0, idle_connections: int = 1000, photo: bytes = b"",
             server_pid: int | None = None, slow_connections: int = 20, stream_bytes: int = 30_000_000) -> dict:
-    """The hostile phases, each with a probe client sending text queries throughout."""
+    """The hostile phases, each with a probe client sending text queries throughout (answered once
+    before the attack starts). The slow uploads and the idle connections are held until the server
+    has answered or closed every one of them, or for ``seconds`` at most."""
     out = {}
 
     def phase(name, attack):
-        probe, stop = Client(port, timeout=30), threading.Event()
+        probe, stop, answered = Client(port, timeout=30), threading.Event(), threading.Event()
         queries = text_queries(np.random.default_rng(9), 50)
 
         def run_probe():
@@ -430,11 +433,13 @@ def hostile(port: int, seconds: float = 10.0, idle_connections: int = 1000, phot
                     probe.request("POST", "/api/search/image?k=20", body=photo, headers={"Content-Type": "image/jpeg"})
                 else:
                     probe.request("GET", "/api/search?" + urllib.parse.urlencode({"q": queries[i % 50], "k": 20}))
+                answered.set()
                 i += 1
                 time.sleep(0.05)
 
         t = threading.Thread(target=run_probe)
         t.start()
+        answered.wait(timeout=60)  # the probe is under way (answered once) before the attack starts
         t0 = time.monotonic()
         print(f"hostile: {name}...", file=sys.stderr, flush=True)
         result = attack()
@@ -454,10 +459,13 @@ def hostile(port: int, seconds: float = 10.0, idle_connections: int = 1000, phot
                       b"Content-Length: 500000\r\n\r\n")
             socks.append(s)
         t_end = time.monotonic() + seconds
-        closed = set()
-        while time.monotonic() < t_end and len(closed) < len(socks):
+        closed, answered = set(), set()  # answered: the server has sent something (its 408) or closed
+        while time.monotonic() < t_end and len(closed | answered) < len(socks):
+            waiting = [s for i, s in enumerate(socks) if i not in closed | answered]
+            readable, _, _ = select.select(waiting, [], [], 0)
+            answered |= {socks.index(s) for s in readable}
             for i, s in enumerate(socks):
-                if i in closed:
+                if i in closed or i in answered:
                     continue
                 try:
                     s.sendall(b"\xff" * 100)
@@ -511,16 +519,17 @@ def hostile(port: int, seconds: float = 10.0, idle_connections: int = 1000, phot
                 socks.append(s)
             except OSError:
                 refused += 1
-        time.sleep(min(seconds, 2))
-        fds = proc_status(server_pid)["open_files"] if server_pid else None
-        time.sleep(max(0, seconds - 2))
+        t_end = time.monotonic() + seconds
         # a new client while they are held
         fresh = Client(port, timeout=10)
         fresh.request("GET", "/api/info")
+        if server_pid:
+            time.sleep(min(seconds, 2))
+        fds = proc_status(server_pid)["open_files"] if server_pid else None
         alive = 0
-        for s in socks:
+        for s in socks:  # each held until the server closes it, or `seconds` after they were opened
             try:
-                s.settimeout(0.01)
+                s.settimeout(max(0.01, t_end - time.monotonic()))
                 alive += s.recv(1) != b""  # b"": the server closed it
             except TimeoutError:
                 alive += 1

@@ -63,7 +63,7 @@ def test_damaged_data_files(tmp_path, suffix):
 
 
 def test_damaged_mat73_files(tmp_path):
-    h5py = pytest.importorskip("h5py")
+    import h5py
     data = _data()
     good = tmp_path / "good.mat"
     with h5py.File(good, "w") as f:  # MATLAB v7.3 stores column-major: transposed on disk

@@ -55,16 +55,23 @@ def test_hyperparameter_checks_fail_only_with_parameter_errors(method):
     from dmh.errors import ParameterError
 
     klass = get_method_class(method)
-    refused = 0
+    refusing_none = []
     for name in klass().get_params(deep=False):
         if name in ("n_bits", "random_state"):
             continue
+        refused = []
         for value in _CARELESS:
             try:
                 klass(**{name: value}).check_hyperparameters(16)
-            except ParameterError:
-                refused += 1
-    assert refused > 0  # the checks ran
+            except ParameterError as exc:
+                assert name in str(exc), (name, value, str(exc))  # the one line names the parameter
+                refused.append(value)
+        if not refused:
+            refusing_none.append(name)
+        else:  # a number, a choice or a flag: the text "abc" is none of them
+            assert "abc" in refused, (name, refused)
+    # each parameter is checked: none takes all of 'abc', [1], {}, nan, -3...
+    assert not refusing_none, f"{method}: no careless value refused for {refusing_none}"
 
 
 @pytest.mark.parametrize("method", method_names())

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import import_or_skip, skip_unless
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -203,8 +205,8 @@ def test_paper_claims_takes_dmh_rows_from_another_run_where_it_has_them(tmp_path
 
 
 def test_bench_image_features_runs_end_to_end_and_refuses_bad_arguments(tmp_path, capsys):
-    pytest.importorskip("efficientnet_lite_pytorch", reason="the images extra is not installed")
-    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
+    import_or_skip("efficientnet_lite_pytorch", "images")
+    import_or_skip("onnxruntime", "onnx")
     import bench_image_features
 
     with pytest.raises(SystemExit) as exc:
@@ -223,7 +225,7 @@ def test_bench_image_features_runs_end_to_end_and_refuses_bad_arguments(tmp_path
 FASHION = ROOT.parent / "shared" / "data" / "fashion"
 
 
-@pytest.mark.skipif(not (FASHION / "texts.jsonl").is_file(), reason=f"the shared fashion photos are not at {FASHION}")
+@skip_unless((FASHION / "texts.jsonl").is_file(), "shared-data", f"the shared fashion photos are not at {FASHION}")
 def test_engineers_path_quick_builds_searches_and_reports(tmp_path, capsys):
     """``--quick``: a few hundred of the fashion photos built with two methods and auto over them,
     searched by the held-out titles and photos; the figures are shares, auto's build is that of its

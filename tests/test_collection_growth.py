@@ -21,26 +21,51 @@ from dmh.collection._files import read_current
 from dmh.datasets.shapes import make_shapes
 from dmh.errors import OutputError
 
-#: runs ``dmh add`` in a child process whose add stops at step STEP: killed there (SIGKILL) or
-#: held there for SECONDS (to make two adds or an add and queries overlap)
+from .conftest import import_or_skip
+
+#: runs ``dmh add`` in a child process whose add stops at each of the steps STEP[,STEP...]: killed
+#: there (SIGKILL), or held there until the test opens a gate (``wait:DIR``: the child creates
+#: DIR/STEP.reached, then waits for DIR/STEP.go), to make two adds or an add and queries overlap
+#: in a known order however slow the machine is
 CHILD = r"""
-import os, signal, sys, time
+import os, pathlib, signal, sys, time
 import dmh.collection._build as build
-step, action = sys.argv[1], sys.argv[2]
+steps, action = sys.argv[1].split(","), sys.argv[2]
 def checkpoint(name):
-    if name == step:
+    if name in steps:
         if action == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(float(action))
+        gates = pathlib.Path(action.removeprefix("wait:"))
+        (gates / f"{name}.reached").touch()
+        t0 = time.monotonic()
+        while not (gates / f"{name}.go").exists():
+            if time.monotonic() - t0 > 300:
+                sys.exit(f"the gate {name}.go was never opened")
+            time.sleep(0.02)
 build._checkpoint = checkpoint
 from dmh.cli import main
 sys.exit(main(["add", *sys.argv[3:], "--no-progress"]))
 """
 
+#: the longest a test waits for a child or a client to get somewhere (a bound on a hang, not a window)
+PATIENCE = 180.0
 
-def _child(step: str, action: str, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, step, action, *map(str, args)],
+
+def _child(steps: str, action: str, *args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", CHILD, steps, action, *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _until(condition, what: str, child: subprocess.Popen | None = None) -> None:
+    """Wait until ``condition()`` holds; fail (with the child's output where it has ended) after
+    :data:`PATIENCE` seconds or when ``child`` ends first."""
+    t0 = time.monotonic()
+    while not condition():
+        if child is not None and child.poll() is not None:
+            pytest.fail(f"the child ended (exit code {child.returncode}) before {what}: {child.communicate()}")
+        if time.monotonic() - t0 > PATIENCE:
+            pytest.fail(f"no {what} within {PATIENCE:g} s")
+        time.sleep(0.02)
 
 
 def _copy(shapes_collection, dest: Path) -> Path:
@@ -84,16 +109,36 @@ def check_consistent(path: Path) -> list[dict]:
 
 
 def test_two_adds_at_once_keep_every_item(shapes_collection, tmp_path):
-    """Two ``dmh add`` processes started together: the second waits for the first's lock (each
-    holds 2 s inside its add, so without the lock both would read the same old manifest)."""
+    """Two ``dmh add`` processes on one collection: the second starts while the first is held inside
+    its add (after reading the manifest), says it waits for the first's lock, and only then is the
+    first let go; without the lock both would read the same old manifest."""
     col = _copy(shapes_collection, tmp_path / "col")
     n0 = len(Collection(col).items)
     batches = [_more(tmp_path / f"more{s}", 5, seed=s) for s in (1, 2)]
-    procs = [_child("features", "2", col, photos, captions) for photos, captions in batches]
-    outs = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    first = _child("features", f"wait:{gates}", col, *batches[0])
+    _until((gates / "features.reached").exists, "first add inside its add", first)
+    second = _child("none", "kill", col, *batches[1])  # held nowhere
+    lines, said = [], threading.Event()
+
+    def read_second():  # its stderr, line by line to the end; the line that says it waits sets `said`
+        for line in second.stderr:
+            lines.append(line)
+            if "waiting up to 600 s for the collection" in line:
+                said.set()
+
+    reader = threading.Thread(target=read_second, daemon=True)
+    reader.start()
+    _until(said.is_set, "'waiting' from the second add", second)
+    (gates / "features.go").touch()
+    outs = [first.communicate(timeout=PATIENCE), (second.stdout.read(), None)]
+    second.wait(timeout=PATIENCE)
+    reader.join(timeout=PATIENCE)
+    outs[1] = (outs[1][0], "".join(lines))
+    assert [p.returncode for p in (first, second)] == [0, 0], outs
     assert all("added 5 item(s)" in err for _, err in outs)
-    assert sum("waiting up to 600 s for the collection" in err for _, err in outs) == 1
+    assert ["waiting up to 600 s for the collection" in err for _, err in outs] == [False, True]
     items = check_consistent(col)
     assert len(items) == n0 + 10
     names = {it["name"] for it in items}
@@ -212,10 +257,10 @@ def test_a_damaged_generation_pointer_is_one_line(shapes_collection, tmp_path):
 
 
 def test_the_server_follows_an_add_and_answers_old_or_new(shapes_collection, tmp_path):
-    """Queries keep arriving while an add runs (held 1 s at three of its steps): every answer is
-    the old state's or the new state's, and the new items are served once the add has finished,
-    without a restart."""
-    pytest.importorskip("starlette", reason="the serve extra is not installed")
+    """Queries keep arriving while an add runs (held at three of its steps until every client has
+    sent a whole round of queries there): every answer is the old state's or the new state's, and
+    the new items are served once the add has finished, without a restart."""
+    import_or_skip("starlette", "serve")
     import urllib.request
 
     from dmh.server import BackgroundServer, create_app
@@ -255,16 +300,20 @@ def test_the_server_follows_an_add_and_answers_old_or_new(shapes_collection, tmp
         threads = [threading.Thread(target=client, args=(record,)) for record in seen]
         for t in threads:
             t.start()
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD.replace("if name == step:", "if name in step.split(','):"),
-             "features,codes,thumbs", "1", col, photos, captions],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out = child.communicate(timeout=120)
+        gates = tmp_path / "gates"
+        gates.mkdir()
+        child = _child("features,codes,thumbs", f"wait:{gates}", col, photos, captions)
+        round_ = 2 * (1 + len(queries))  # records enough to hold one whole round of requests
+        for step in ("features", "codes", "thumbs"):  # held at each until every client has queried it
+            _until((gates / f"{step}.reached").exists, f"add at {step}", child)
+            marks = [len(r) for r in seen]
+            _until(lambda m=marks: errors or all(len(r) - k >= round_ for r, k in zip(seen, m, strict=True)),
+                   f"round of queries at {step}", child)
+            (gates / f"{step}.go").touch()
+        out = child.communicate(timeout=PATIENCE)
         assert child.returncode == 0, out
         new = state(Collection(col))
-        t0 = time.monotonic()
-        while not all(r and r[-1] == (0, new[0]) for r in seen) and time.monotonic() - t0 < 30:
-            time.sleep(0.05)
+        _until(lambda: errors or all(r and r[-1] == (0, new[0]) for r in seen), "answer of the new state")
         stop.set()
         for t in threads:
             t.join(timeout=60)

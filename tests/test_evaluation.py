@@ -33,7 +33,7 @@ def test_full_params_hold_the_defaults_and_refuse_unknown_names():
 
 
 def test_an_option_added_later_leaves_the_keys_of_earlier_results_alone():
-    """``DMH.key_neutral``: ``dam_precision`` came after results were written; at "float32" (what
+    """``dmh._keys.ADDED_OPTIONS``: ``dam_precision`` came after results were written; at "float32" (what
     they ran with) it is not in a cell's params, so their keys still match; at "bfloat16" it is."""
     from pathlib import Path
 
@@ -97,12 +97,13 @@ def test_where_a_fit_runs_is_not_part_of_its_key_and_older_keys_that_named_it_st
 
 
 def test_a_cell_names_the_preset_values_it_ran_with_so_a_changed_preset_is_not_reused(toy_data, monkeypatch):
+    from dmh import _keys
     from dmh.methods import dmh as dmh_module
 
     fp = data_fingerprint(toy_data, "toy")
     base = dict(dataset="toy", fingerprint=fp, method="dmh", params={}, n_bits=8, paired_ratio=0.5, seed=0)
     cell = make_cell(**base)
-    neutral = dmh_module.DMH.key_neutral  # left out at the value results ran with before they existed
+    neutral = _keys.ADDED_OPTIONS["dmh"]  # left out at the value results ran with before they existed
 
     def written(preset):
         return {k: v for k, v in dmh_module.PRESETS[preset].items() if neutral.get(k, object()) != v}

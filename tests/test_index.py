@@ -12,8 +12,10 @@ from dmh.index import (
     unpack_codes,
 )
 
+from .conftest import skip_unless
+
 BACKENDS = available_backends()
-needs_faiss = pytest.mark.skipif("faiss" not in BACKENDS, reason="faiss-cpu is not installed")
+needs_faiss = skip_unless("faiss" in BACKENDS, "faiss", "faiss-cpu is not installed")
 
 
 def random_codes(rng, n, n_bits):

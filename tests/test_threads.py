@@ -14,6 +14,8 @@ from dmh.base import BaseHasher
 from dmh.cli import main
 from dmh.data import CrossModalData
 
+from .conftest import import_or_skip
+
 
 def pool_sizes():
     return sorted((p["filepath"], p["num_threads"]) for p in threadpool_info())
@@ -51,7 +53,7 @@ def test_limit_applied_inside_and_restored_after():
 
 
 def test_faiss_pool_limited_and_restored():
-    faiss = pytest.importorskip("faiss")
+    faiss = import_or_skip("faiss", "faiss")
     before = faiss.omp_get_max_threads()
     target = 1 if before > 1 else 2
     with thread_limit(target):
@@ -60,7 +62,7 @@ def test_faiss_pool_limited_and_restored():
 
 
 def test_torch_limited_and_restored():
-    torch = pytest.importorskip("torch")
+    import torch
     before = torch.get_num_threads()
     target = 1 if before > 1 else 2
     with thread_limit(target, torch=True):

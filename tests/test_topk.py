@@ -7,7 +7,9 @@ import pytest
 from dmh import _topk
 from dmh.index import HammingIndex, available_backends
 
-pytestmark = pytest.mark.skipif("faiss" not in available_backends(), reason="faiss-cpu is not installed")
+from .conftest import skip_unless
+
+pytestmark = skip_unless("faiss" in available_backends(), "faiss", "faiss-cpu is not installed")
 
 
 def clustered_codes(rng, n, n_bits, n_centres=30, flip=0.05):

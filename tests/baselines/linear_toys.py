@@ -13,7 +13,6 @@ from dmh.baselines.imh import IMH
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 WIKI = DATA / "wiki" / "wiki_data.mat"
-UCI = DATA / "uci_handwritten" / "uci_all.mat"
 CLASSES = {"cvh": CVH, "imh": IMH, "cmfh": CMFH}
 
 

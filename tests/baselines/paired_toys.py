@@ -1,7 +1,6 @@
 """Toy data and fitting for the LSSH, STMH and FSH tests (baselines trained on paired objects only)."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -10,9 +9,6 @@ from dmh import CrossModalData
 from dmh.baselines.fsh import FSH
 from dmh.baselines.lssh import LSSH
 from dmh.baselines.stmh import STMH
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-UCI = SHARED_DATA / "uci_handwritten" / "uci_all.mat"
 
 N_BITS = 8
 

@@ -1,5 +1,6 @@
 """CVH, IMH and CMFH beyond the checks every method passes (tests/test_testing.py): their errors,
-which objects each trains on, and real-data sanity checks (skipped where the data are absent)."""
+which objects each trains on, and a check on the shared Wikipedia data (skipped where it is absent);
+retrieval above chance on the shipped UCI digits: tests/test_above_chance.py."""
 
 
 import numpy as np
@@ -11,7 +12,8 @@ from dmh.baselines.cmfh import CMFH
 from dmh.baselines.cvh import CVH
 from dmh.baselines.imh import IMH
 
-from .linear_toys import CLASSES, UCI, WIKI, _data, _fit, _views
+from ..conftest import requires_file
+from .linear_toys import CLASSES, WIKI, _data, _fit, _views
 
 
 # ---------------------------------------------------------------------- errors and training sets
@@ -94,7 +96,7 @@ def _map_both(model, q, db):
             mp(model.encode(q.text, "text"), model.encode(db.image, "image"), q.labels, db.labels))
 
 
-@pytest.mark.skipif(not WIKI.exists(), reason=f"real data file absent: {WIKI}")
+@requires_file(WIKI)
 def test_wiki_cvh_and_cmfh_beat_chance():
     data = dmh.load_dataset(WIKI)
     tr, q, db = data.train(), data.query(), data.database()
@@ -103,13 +105,3 @@ def test_wiki_cvh_and_cmfh_beat_chance():
     assert i2t > 0.13 and t2i > 0.13
     i2t, t2i = _map_both(CMFH(16, random_state=0).fit(tr), q, db)
     assert i2t > 0.18 and t2i > 0.16
-
-
-@pytest.mark.skipif(not UCI.exists(), reason=f"real data file absent: {UCI}")
-def test_uci_digits_all_methods_well_above_prior():
-    data = dmh.load_dataset(UCI)
-    tr, q, db = data.train(), data.query(), data.database()
-    small = tr.subset(np.arange(1000))  # keep IMH's dense eigenproblem fast
-    for model, train in ((CVH(16), tr), (IMH(16), small), (CMFH(16, random_state=0), tr)):
-        i2t, t2i = _map_both(model.fit(train), q, db)
-        assert i2t > 0.2 and t2i > 0.2, (model.method_name, i2t, t2i)

@@ -15,6 +15,8 @@ import pytest
 from dmh.cli import main
 from dmh.collection import Collection, add_to_collection
 
+from ..conftest import import_or_skip, skip_unless
+
 SMALL = ["--method", "cvh", "--bits", "16", "--image-model", "pixels-16", "--no-progress"]
 
 
@@ -119,7 +121,8 @@ def test_build_checks_its_output_before_any_work(shapes_collection, tmp_path, ca
         assert expected in _error(capsys)
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes read-only folders")
+@skip_unless(hasattr(os, "geteuid") and os.geteuid() != 0, "non-root",
+             "root writes read-only folders (.ci/run runs this test as a non-root user)")
 def test_add_refuses_a_read_only_collection_before_any_work(shapes_collection, tmp_path, capsys):
     col_path = tmp_path / "col"
     shutil.copytree(shapes_collection, col_path)
@@ -134,7 +137,7 @@ def test_add_refuses_a_read_only_collection_before_any_work(shapes_collection, t
 
 
 def test_serve_refuses_a_port_in_use(shapes_collection, capsys):
-    pytest.importorskip("uvicorn")
+    import_or_skip("uvicorn", "serve")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
@@ -218,7 +221,7 @@ def test_build_refuses_bad_inputs_and_values_before_writing(root, shapes_collect
 
 @pytest.mark.parametrize("command", ["build", "add"])
 def test_a_bad_ray_address_is_refused_before_writing(shapes_collection, tmp_path, capsys, command):
-    pytest.importorskip("ray")
+    import_or_skip("ray", "ray")
     photos, captions = shapes_collection.parent / "photos", shapes_collection.parent / "captions.csv"
     col = tmp_path / "col"
     if command == "add":

@@ -13,17 +13,19 @@ import scipy.io as sio
 import dmh
 from dmh.datasets import benchmarks as bm
 
+from ..conftest import needs, skip_unless
+
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 MIR = SHARED / "mirflickr25k_text_labels"
-needs_mir = pytest.mark.skipif(
-    not (MIR / "mirflickr25k-yall.mat").is_file(),
-    reason=f"real MIRFLICKR text/labels not found at {MIR} (shared data absent)",
+needs_mir = skip_unless(
+    (MIR / "mirflickr25k-yall.mat").is_file(), "shared-data",
+    f"real MIRFLICKR text/labels not found at {MIR} (shared data absent)",
 )
 
 
 def _needs(path: Path):
     if not path.exists():
-        pytest.skip(f"real data not found at {path} (shared data absent)")
+        needs("shared-data", f"real data not found at {path} (shared data absent)")
 
 
 # ------------------------------------------------------------------------------ real data

@@ -4,13 +4,15 @@ tiny synthetic dataset (quick settings), including resuming after an interruptio
 import copy
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 
-from dmh import save_data
+from dmh import load_data, save_data
 from dmh.cli import main
 from dmh.errors import ParameterError
+from dmh.evaluation import label_prior_map
 from dmh.experiments import (
     DOCUMENTED_METHODS,
     PEER_METHODS,
@@ -24,7 +26,7 @@ from dmh.experiments import (
 from dmh.experiments.runner import _load_datasets
 from dmh.methods import method_names
 
-from ..conftest import SHARED_DATA, WIKI, requires_file
+from ..conftest import SHARED_DATA, WIKI, requires_file, skip_unless
 
 PAPER_TEX = Path(__file__).resolve().parents[2] / ".." / "shared" / "paper" / "dmh-paper.tex"
 EXPECTED = {"table1", "fig2", "fig3", "fig4", "table7", "table8", "fig5", "fig6"}
@@ -112,7 +114,7 @@ def _tex_table(tex: str, label: str):
     return out
 
 
-@pytest.mark.skipif(not PAPER_TEX.exists(), reason=f"paper source absent: {PAPER_TEX}")
+@skip_unless(PAPER_TEX.exists(), "shared-data", f"paper source absent: {PAPER_TEX}")
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_paper_numbers_are_transcribed_exactly(name):
     tex = PAPER_TEX.read_text(encoding="utf-8")
@@ -277,7 +279,11 @@ def test_quick_table8_writes_everything_and_resumes(toy_file, tmp_path, count_fi
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["records"]) == 4 * 2  # four variants, two tasks
     assert {r["method"] for r in metrics["records"]} == {"DMH-ZERO", "DMH-PCA", "DMH-FIX", "DMH"}
-    assert all(0 <= r["map"] <= 1 for r in metrics["records"])
+    # every variant retrieves above the toy's label prior (0.238); measured (seed 0, 2026-11-28): the least
+    # is DMH-PCA's text->image 0.300, the others 0.357-0.464
+    prior = label_prior_map(load_data(toy_file))
+    low = [(r["method"], r["task"], r["map"]) for r in metrics["records"] if not r["map"] > prior + 0.03]
+    assert not low, low
     report = (out / "report.md").read_text()
     assert "Quick run" in report and "not a reproduction" in report
     assert "**not** the paper's MIRFLICKR-25K" in report
@@ -519,12 +525,22 @@ def test_bad_input_is_one_clear_line(args, message, tmp_path, capsys, count_fits
 def test_quick_peers_runs_every_available_method_and_reports_fit_time(toy_file, tmp_path, capsys):
     out = tmp_path / "peers"
     args = ["reproduce", "peers", "--quick", "--datasets", f"toy={toy_file}", "--out", str(out), "--no-plots"]
+    start = time.perf_counter()
     assert main(args) == 0, capsys.readouterr().err
+    elapsed = time.perf_counter() - start
     metrics = json.loads((out / "metrics.json").read_text())
     cfg = load_config("peers")
     available = {run["label"] for run in cfg["runs"] if run["method"] in method_names()}
     assert {r["method"] for r in metrics["records"]} == available
-    assert all(0 <= r["map"] <= 1 and r["fit_seconds"] >= 0 for r in metrics["records"])
+    # every method, run end to end, retrieves above the toy's label prior (0.238); measured (seed 0,
+    # 2026-11-28): DMH 0.415 / 0.469 and DMH (pairs only) 0.431 / 0.363 (quick settings), IMH 0.46,
+    # CVH 0.56, the other methods 0.94-1.00
+    prior = label_prior_map(load_data(toy_file))
+    low = [(r["method"], r["task"], r["map"]) for r in metrics["records"] if not r["map"] > prior + 0.06]
+    assert not low, low
+    # each fit timed (one record per task), within the command's own time
+    fits = {r["cell_key"]: r["fit_seconds"] for r in metrics["records"]}
+    assert all(s > 0 for s in fits.values()) and sum(fits.values()) <= elapsed
     report = (out / "report.md").read_text()
     assert "toy: fit time (seconds)" in report and "Not in the DMH paper" in report
     for label in available:

@@ -1,9 +1,8 @@
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from dmh.methods import dam  # noqa: E402
+from dmh.methods import dam
 
 
 def _problem(n=200, d=10, bits=8, seed=0):

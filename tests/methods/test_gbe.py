@@ -285,7 +285,7 @@ def test_auto_solver_switches_at_approx_min_n_for_both_similarities(monkeypatch)
             assert not used
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 @pytest.mark.parametrize("solver", ["exact", "approx"])
 @pytest.mark.parametrize("kind", ["clip", "perplexity"])
 def test_cuda_matches_cpu(solver, kind):

@@ -7,8 +7,6 @@ from sklearn.neighbors import NearestNeighbors
 from dmh.methods import gbe, knn
 from dmh.methods.knn import knn_torch
 
-torch = pytest.importorskip("torch")
-
 
 @pytest.mark.parametrize("exclude_self", [True, False])
 def test_indices_match_the_numpy_search(exclude_self):
@@ -57,7 +55,7 @@ def test_perplexity_similarity_is_the_same_through_the_torch_search(monkeypatch)
     np.testing.assert_allclose(got.toarray(), ref.toarray(), rtol=1e-10, atol=1e-15)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_cle_neighbours_on_cuda_match_the_cpu():
     rng = np.random.default_rng(3)
     Zs = [rng.normal(size=(500, 40)), rng.normal(size=(500, 30))]

@@ -3,12 +3,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from dmh.peers.dgcpn import DGCPN, dgcpn_loss, dgcpn_similarity, neighbour_weights
 
 from . import _helpers as h
-
-torch = pytest.importorskip("torch")
 
 PARAMS = {"epochs": 6, "image_hidden": (16,), "text_hidden": (16,), "batch_size": 16}
 

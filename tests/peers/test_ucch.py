@@ -1,11 +1,10 @@
 import numpy as np
 import pytest
+import torch
+
+from dmh.peers.ucch import BinaryMemory, crl_loss, nce_loss
 
 from . import _helpers as h
-
-torch = pytest.importorskip("torch")
-
-from dmh.peers.ucch import BinaryMemory, crl_loss, nce_loss  # noqa: E402
 
 PARAMS = {"epochs": 12, "image_hidden": (16,), "text_hidden": (16,), "batch_size": 16, "n_negatives": 32,
           "lr": 1e-3}

@@ -7,8 +7,10 @@ import shutil
 
 import pytest
 
-pytest.importorskip("starlette", reason="the serve extra is not installed (pip install -e '.[serve]')")
-pytest.importorskip("httpx", reason="httpx (Starlette's test client) is not installed")
+from ..conftest import import_or_skip
+
+import_or_skip("starlette", "serve")
+import_or_skip("httpx", "test", "httpx (Starlette's test client) is not installed; pip install -e '.[test]'")
 
 
 @pytest.fixture(scope="module")

@@ -21,17 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import SHARED_DATA
+from ..conftest import SHARED_DATA, import_or_skip, skip_unless
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FASHION = SHARED_DATA / "fashion"
 REPO = Path(__file__).resolve().parents[2]
 
-pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
-pytest.importorskip("starlette", reason="the serve extra is not installed (pip install -e '.[serve]')")
-pytestmark = pytest.mark.skipif(
-    not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
-    reason=f"headless Chromium not installed ({CHROMIUM}, {CHROMEDRIVER}): apt-get install chromium chromium-driver",
+import_or_skip("selenium", "test")
+import_or_skip("starlette", "serve")
+pytestmark = skip_unless(
+    Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), "chromium",
+    f"headless Chromium not installed ({CHROMIUM}, {CHROMEDRIVER}): apt-get install chromium chromium-driver",
 )
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -214,11 +214,11 @@ def test_address_keeps_the_search_and_unknown_words_are_named(browser, shapes_co
         WebDriverWait(browser, 5).until(lambda d: "vocabulary" in d.find_element(By.ID, "status").text)
 
 
-@pytest.mark.skipif(not (FASHION / "texts.jsonl").is_file(), reason=f"real data absent: {FASHION}")
+@skip_unless((FASHION / "texts.jsonl").is_file(), "shared-data", f"real data absent: {FASHION}")
 def test_page_on_fashion_photos(browser, tmp_path):
     """237 real product photos (every 11th of the 2600, all 26 product types), titles kept for 4
     in 5 of them (semi-paired); a small DMH fit (1 round) keeps the build to about a minute."""
-    pytest.importorskip("efficientnet_lite_pytorch", reason="the images extra is not installed")
+    import_or_skip("efficientnet_lite_pytorch", "images")
     from dmh.collection import build_collection
     from dmh.server import BackgroundServer, create_app
 

@@ -8,13 +8,15 @@ import pytest
 from dmh.index import HammingIndex
 from dmh.store import parse_store
 
-pytest.importorskip("pymilvus", reason="pymilvus not installed (pip install 'dmh[milvus]')")
+from ..conftest import import_or_skip, needs
+
+import_or_skip("pymilvus", "milvus")
 try:
     with warnings.catch_warnings():  # milvus-lite 2.5 imports the deprecated pkg_resources
         warnings.simplefilter("ignore", UserWarning)
         import milvus_lite  # noqa: F401
 except Exception as exc:  # pragma: no cover - depends on the install
-    pytest.skip(f"milvus-lite not importable ({exc}); pip install 'dmh[milvus]'", allow_module_level=True)
+    needs("milvus", f"milvus-lite not importable ({exc}); pip install -e '.[milvus]'")
 
 from dmh.store import milvus as store_mod  # noqa: E402
 from dmh.store.milvus import MilvusCodeStore  # noqa: E402
@@ -180,8 +182,8 @@ def test_collection_in_milvus_answers_as_local(tmp_path, shapes_collection):
     assert answers(Collection(col_m, rerank=False)) == answers(Collection(shapes_collection, rerank=False))
     assert any(h.score is not None for h in milvus.search_text("a red circle", 15))
     # the served API on the Milvus collection
-    pytest.importorskip("starlette")
-    pytest.importorskip("httpx")
+    import_or_skip("starlette", "serve")
+    import_or_skip("httpx", "test")
     from starlette.testclient import TestClient
 
     from dmh.server import create_app
