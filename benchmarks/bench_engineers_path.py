@@ -504,6 +504,20 @@ def main(argv=None) -> int:
     return 0
 
 
+def shown_command(command: str) -> str:
+    """The command a result records, as the README shows it: without ``--workdir`` and ``--out`` (paths
+    of the machine that ran it) and with ``--readme``, which writes the block."""
+    words, out, skip = command.split(), [], False
+    for w in words:
+        if skip:
+            skip = False
+        elif w in ("--workdir", "--out", "--readme"):
+            skip = w != "--readme"
+        elif not w.startswith(("--workdir=", "--out=", "--readme=")):
+            out.append(w)
+    return " ".join(out + ["--readme"])
+
+
 def readme_block(result: dict, text: str) -> str:
     la = result["started"]["load_average"][0], result["finished"]["load_average"][0]
     autos = [r for r in result["runs"] if r["method"] == "auto"]
@@ -531,13 +545,8 @@ def readme_block(result: dict, text: str) -> str:
         anchor = "languages" if zh else "which-method-for-a-collection"
         tail.append(f"With {', '.join(others)} text features: "
                     f"[docs/collection.md](docs/collection.md#{anchor}).")
-    if zh:
-        tail.append("`python benchmarks/bench_engineers_path.py --data ../shared/data/fashion --language zh "
-                    "--text-features bow,use-multilingual --readme` (results: "
-                    "docs/results/engineers/engineers_zh.json).")
-    else:
-        tail.append("`python benchmarks/bench_engineers_path.py --data ../shared/data/fashion --readme` (results: "
-                    "docs/results/engineers/).")
+    tail.append(f"`{shown_command(result['command'])}` (results: docs/results/engineers/"
+                f"{RESULT_FILES['zh' if zh else 'en']}).")
     lines += ["", " ".join(tail)]
     return "\n".join(lines)
 
