@@ -62,6 +62,7 @@ def load(folder):
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise SystemExit(f"{folder} is not a `dmh reproduce` output folder ({type(exc).__name__}: {exc})") from None
     metrics["titles"] = {ds: sources.get(ds, {}).get("title", ds) for ds in metrics["datasets"]}
+    metrics["runs"] = [(run["label"], float(q)) for run in config.get("runs", []) for q in run.get("paired_ratios", [])]
     metrics["records"] = with_top_precision(metrics["records"])
     return metrics
 
@@ -452,7 +453,7 @@ def leaderboard_block(peers, folder) -> str:
                "peers' cells (DJSRH, JDSH, DGCPN, UCCH) were fitted on one H100 (`device=\"cuda\"`; refitted on the "
                "CPU where compared, MAP within 0.001): their seconds are left out of the column." if devices
                else " Fit seconds: one thread per fit on 2 shared CPU cores, several fits at once.")
-            + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"]) + "\n\n"
+            + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"], expected=peers.get("runs", ())) + "\n\n"
             + "\n".join(dmh_counts(recs)))
 
 

@@ -189,6 +189,10 @@ def test_unfinished_rows_are_named_not_ranked_and_a_lighter_setting_is_costed():
     assert unfinished_rows(recs, "d") == [("UCCH", 1.0, 2, 4)]
     text = leaderboard_markdown(recs, {"d": "Data"})
     assert "Not finished, so not ranked" in text and "UCCH at 100% pairs on Data (2 of 4)" in text
+    # a planned row with no result yet is named too (at a ratio the data has), not silently absent
+    planned = [("DMH", 1.0), ("UCCH", 1.0), ("DGCPN", 1.0), ("DGCPN", 0.5)]
+    assert unfinished_rows(recs, "d", planned) == [("DGCPN", 1.0, 0, 4), ("UCCH", 1.0, 2, 4)]
+    assert "DGCPN at 100% pairs on Data (0 of 4)" in leaderboard_markdown(recs, {"d": "Data"}, expected=planned)
     costs = setting_costs(recs)
     # the one shared cell: 0.5 - 0.55 on both seeds, no spread: lost by the lighter setting
     assert "| UCCH | d | 100% | 1 | -0.050 | -0.050 / -0.050 | won 0, tied 0, lost 1 of 1 |" in costs

@@ -110,11 +110,18 @@ def leaderboard_rows(records: Sequence[dict], dataset: str) -> list[dict]:
     return rows
 
 
-def unfinished_rows(records: Sequence[dict], dataset: str) -> list[tuple[str, float, int, int]]:
+def unfinished_rows(records: Sequence[dict], dataset: str,
+                    expected: Sequence[tuple[str, float]] = ()) -> list[tuple[str, float, int, int]]:
     """The rows of ``dataset`` that :func:`leaderboard_rows` leaves out because they hold fewer (cell,
-    seed) results than the fullest row of their paired ratio: ``(label, ratio, results, of)``."""
+    seed) results than the fullest row of their paired ratio: ``(label, ratio, results, of)``.
+    ``expected``: the ``(label, ratio)`` rows the run plans (its config's runs); one of them with no
+    result on ``dataset`` yet is named with 0 results."""
     cells = _seed_cells([r for r in records if r.get("dataset") == dataset], "map")
     size = {k: sum(len(v) for v in c.values()) for k, c in cells.items()}
+    ratios = {k[2] for k in size}
+    for label, ratio in expected:
+        if float(ratio) in ratios:
+            size.setdefault((dataset, label, float(ratio)), 0)
     out = []
     for (_, label, ratio), n in sorted(size.items(), key=lambda kv: (-kv[0][2], kv[0][1])):
         full = max(v for k, v in size.items() if k[2] == ratio)
@@ -123,13 +130,14 @@ def unfinished_rows(records: Sequence[dict], dataset: str) -> list[tuple[str, fl
     return out
 
 
-def _unfinished_text(records, datasets, titles) -> str:
+def _unfinished_text(records, datasets, titles, expected=()) -> str:
     parts = [f"{method_label(label)} at {ratio:.0%} pairs on {titles.get(ds, ds)} ({n} of {full})"
-             for ds in datasets for label, ratio, n, full in unfinished_rows(records, ds)]
+             for ds in datasets for label, ratio, n, full in unfinished_rows(records, ds, expected)]
     if not parts:
         return ""
     return ("Not finished, so not ranked ((bits, direction, seed) results so far): " + "; ".join(parts)
-            + ". Their finished cells count in the comparisons with DMH below.")
+            + ". Their finished cells count in the comparisons with DMH below; a cell where a rival shares "
+            "fewer than two seeds with DMH is untested.")
 
 
 def _ranks(values: list[float]) -> list[int]:
@@ -168,8 +176,9 @@ def field_counts(records: Sequence[dict], label: str, ratio: float, *, versus: S
 
 
 def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None = None,
-                         datasets: Sequence[str] | None = None) -> str:
-    """The "which method?" tables of every dataset of ``records`` (markdown), then DMH's counts."""
+                         datasets: Sequence[str] | None = None, expected: Sequence[tuple[str, float]] = ()) -> str:
+    """The "which method?" tables of every dataset of ``records`` (markdown), then DMH's counts.
+    ``expected``: the ``(label, ratio)`` rows the run plans, so that one without results is named."""
     titles = titles or {}
     datasets = list(datasets) if datasets is not None else list(dict.fromkeys(r["dataset"] for r in records))
     lines = []
@@ -194,7 +203,7 @@ def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None 
                 + f"| {fit} |"
             )
         lines.append("")
-    unfinished = _unfinished_text(records, datasets, titles)
+    unfinished = _unfinished_text(records, datasets, titles, expected)
     if unfinished:
         lines += [unfinished, ""]
     costs = setting_costs(records)
@@ -208,7 +217,8 @@ def leaderboard_markdown(records: Sequence[dict], titles: dict[str, str] | None 
 
 def leaderboard_compact(records: Sequence[dict], titles: dict[str, str] | None = None,
                         datasets: Sequence[str] | None = None, ratio: float = 1.0,
-                        metrics: Sequence[str] = ("map", "precision@10")) -> str:
+                        metrics: Sequence[str] = ("map", "precision@10"),
+                        expected: Sequence[tuple[str, float]] = ()) -> str:
     """One table for one paired ratio: a row per method, per dataset its mean of each of
     ``metrics`` ± its spread over seeds, with its rank there in parentheses, and its mean fit
     seconds over the datasets; rows in the order of their mean rank on the first metric. The short
@@ -233,7 +243,8 @@ def leaderboard_compact(records: Sequence[dict], titles: dict[str, str] | None =
         fits = [row["fit_seconds"] for row in table[lab].values() if row["fit_seconds"] is not None]
         fit = f"{np.mean(fits):.1f}" if fits else "–"
         lines.append(f"| {method_label(lab)} | " + " | ".join(cells) + f" | {fit} |")
-    unfinished = _unfinished_text([r for r in records if float(r["paired_ratio"]) == float(ratio)], datasets, titles)
+    unfinished = _unfinished_text([r for r in records if float(r["paired_ratio"]) == float(ratio)], datasets, titles,
+                                  [(lab, q) for lab, q in expected if float(q) == float(ratio)])
     return "\n".join(lines) + (f"\n\n{unfinished}" if unfinished else "")
 
 

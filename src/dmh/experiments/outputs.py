@@ -388,7 +388,8 @@ def write_outputs(cfg: dict, entries: list[dict], out_dir, plots: bool = True) -
             lines += _metric_tables(cfg, summary[m], m, datasets)
     if cfg.get("leaderboard"):
         titles = {ds: cfg["resolved"]["dataset_sources"][ds].get("title", ds) for ds in datasets}
-        lines += ["## Which method?", "", leaderboard_markdown(records, titles, datasets)]
+        expected = [(run["label"], float(q)) for run in cfg["runs"] for q in run["paired_ratios"]]
+        lines += ["## Which method?", "", leaderboard_markdown(records, titles, datasets, expected)]
     if cfg.get("report_fit_time"):
         lines += _fit_time_tables(cfg, records, datasets)
     for ds in datasets:
