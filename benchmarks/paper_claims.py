@@ -453,7 +453,8 @@ def leaderboard_block(peers, folder) -> str:
                "peers' cells (DJSRH, JDSH, DGCPN, UCCH) were fitted on one H100 (`device=\"cuda\"`; refitted on the "
                "CPU where compared, MAP within 0.001): their seconds are left out of the column." if devices
                else " Fit seconds: one thread per fit on 2 shared CPU cores, several fits at once.")
-            + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"], expected=peers.get("runs", ())) + "\n\n"
+            + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"], expected=peers.get("runs", ()))
+            + "\n\n"
             + "\n".join(dmh_counts(recs)))
 
 
