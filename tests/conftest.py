@@ -25,8 +25,8 @@ SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 WIKI = SHARED_DATA / "wiki" / "wiki_data.mat"
 
 #: the things a skip may name (see the module's docstring)
-NEEDS = ("images", "onnx", "serve", "text", "ray", "milvus", "test", "faiss", "chromium", "cuda", "non-root",
-         "shared-data")
+NEEDS = ("images", "onnx", "serve", "text", "multilingual", "thai", "ray", "milvus", "test", "bench", "faiss",
+         "chromium", "cuda", "non-root", "shared-data")
 
 
 def _required() -> frozenset[str]:
@@ -63,8 +63,8 @@ def import_or_skip(module: str, what: str, reason: str | None = None):
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        hint = f"pip install -e '.[{what}]'" if what in ("images", "onnx", "serve", "text", "ray", "milvus",
-                                                             "test") else ""
+        hint = f"pip install -e '.[{what}]'" if what in ("images", "onnx", "serve", "text", "multilingual", "thai",
+                                                             "ray", "milvus", "test", "bench") else ""
         needs(what, reason or f"{module} is not importable ({exc}); {hint}".rstrip("; "))
 
 

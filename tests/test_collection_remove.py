@@ -22,6 +22,7 @@ from dmh.collection import Collection, add_to_collection, remove_from_collection
 from dmh.collection._files import _read_current_state
 from dmh.errors import CollectionError, OutputError, UnknownItemError
 
+from .conftest import import_or_skip
 from .test_collection_growth import _more
 
 #: runs ``dmh COMMAND ARGS...`` in a child process whose writer stops at step STEP (any of a
@@ -280,7 +281,7 @@ def test_the_server_stops_answering_with_removed_items(shapes_collection, tmp_pa
     """Queries keep arriving while a remove runs in another process (held 1 s at three of its
     steps): every answer is the old state's or the new state's, never back to the old one; at the
     end the removed items are absent from every answer, and their pages and thumbnails are 404."""
-    pytest.importorskip("starlette", reason="the serve extra is not installed")
+    import_or_skip("starlette", "serve")
     import urllib.error
     import urllib.request
 

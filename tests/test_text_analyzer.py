@@ -16,6 +16,8 @@ from dmh._featurizers.analyzer import UnicodeAnalyzer, normalize_text, sklearn_a
 from dmh.errors import DataError, DmhError
 from dmh.featurizer_spec import BOW_TOKEN_PATTERN, FeaturizerSpec
 
+from .conftest import import_or_skip
+
 A = UnicodeAnalyzer()
 
 
@@ -59,7 +61,7 @@ def test_thai_without_segmenter_is_read_as_pairs_of_grapheme_clusters():
 
 
 def test_thai_words_with_pythainlp():
-    pytest.importorskip("pythainlp", reason="the thai extra is not installed")
+    import_or_skip("pythainlp", "thai")
     thai = UnicodeAnalyzer(thai="pythainlp-newmm")
     terms = thai("รองเท้าวิ่งสีดำสำหรับผู้ชาย iPhone")
     assert "รองเท้า" in terms and "ผู้ชาย" in terms and "สำหรับ" in terms and terms[-1] == "iphone"

@@ -8,13 +8,15 @@ import warnings
 
 import pytest
 
-pytest.importorskip("pymilvus", reason="pymilvus not installed (pip install 'dmh[milvus]')")
+from ..conftest import import_or_skip, needs
+
+import_or_skip("pymilvus", "milvus")
 try:
     with warnings.catch_warnings():  # milvus-lite 2.5 imports the deprecated pkg_resources
         warnings.simplefilter("ignore", UserWarning)
         import milvus_lite  # noqa: F401
 except Exception as exc:  # pragma: no cover - depends on the install
-    pytest.skip(f"milvus-lite not importable ({exc}); pip install 'dmh[milvus]'", allow_module_level=True)
+    needs("milvus", f"milvus-lite not importable ({exc}); pip install -e '.[milvus]'")
 
 
 class _Killed(Exception):
