@@ -9,7 +9,8 @@ import numbers
 import numpy as np
 
 from dmh import BaseHasher
-from dmh.errors import DataError, ParameterError
+from dmh.constraints import Interval
+from dmh.errors import DataError
 
 
 class CCAHasher(BaseHasher):
@@ -20,9 +21,9 @@ class CCAHasher(BaseHasher):
         self.reg = reg
         self.random_state = random_state  # the harness passes one; CCA does not need it
 
-    def _check_params(self):
-        if isinstance(self.reg, bool) or not isinstance(self.reg, numbers.Real) or not 0 < self.reg < np.inf:
-            raise ParameterError(f"reg must be a positive number, got {self.reg!r}")
+    #: the values each hyperparameter may take, checked once by fit (a ParameterError of one line)
+    _parameter_constraints = {**BaseHasher._parameter_constraints,
+                              "reg": [Interval(numbers.Real, 0, None, closed="neither")]}
 
     def _fit(self, data):
         X, Y = data.image[data.paired_mask], data.text[data.paired_mask]
