@@ -68,6 +68,55 @@ def _until(condition, what: str, child: subprocess.Popen | None = None) -> None:
         time.sleep(0.02)
 
 
+class QueryClients:
+    """Two threads that query a running server in rounds until stopped: ``GET /api/info`` (the
+    number of items) then each of ``queries``; ``seen[c]`` holds client c's answers in order, each
+    ``(request number, items or [(id, distance), ...])``; a failed request goes to ``errors``."""
+
+    def __init__(self, url: str, queries, n: int = 2):
+        self.url, self.queries = url, list(queries)
+        self.seen, self.errors, self._stop = [[] for _ in range(n)], [], threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(record,)) for record in self.seen]
+
+    def _run(self, record):
+        import urllib.request
+
+        while not self._stop.is_set():
+            try:
+                with urllib.request.urlopen(self.url + "/api/info", timeout=30) as r:
+                    record.append((0, json.loads(r.read())["collection"]["items"]))
+                for i, q in enumerate(self.queries, start=1):
+                    with urllib.request.urlopen(self.url + q, timeout=30) as r:
+                        record.append((i, [(x["id"], x["distance"]) for x in json.loads(r.read())["results"]]))
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
+                self.errors.append(repr(exc))
+
+    def __enter__(self):
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=60)
+
+    def query_at_each(self, gates: Path, steps, child: subprocess.Popen) -> None:
+        """Hold ``child`` (started with ``wait:GATES``) at each of ``steps`` until every client has
+        sent a whole round of requests there, then let it go on."""
+        round_ = 2 * (1 + len(self.queries))  # records enough to hold one whole round of requests
+        for step in steps:
+            _until((gates / f"{step}.reached").exists, f"writer at {step}", child)
+            marks = [len(r) for r in self.seen]
+            _until(lambda m=marks: self.errors or all(len(r) - k >= round_ for r, k in zip(self.seen, m, strict=True)),
+                   f"round of queries at {step}", child)
+            (gates / f"{step}.go").touch()
+
+    def until_items(self, n_items: int) -> None:
+        """Wait until every client's last answer to ``/api/info`` says ``n_items``."""
+        _until(lambda: self.errors or all(r and r[-1] == (0, n_items) for r in self.seen), "answer of the new state")
+
+
 def _copy(shapes_collection, dest: Path) -> Path:
     shutil.copytree(shapes_collection, dest)
     return dest
@@ -261,7 +310,6 @@ def test_the_server_follows_an_add_and_answers_old_or_new(shapes_collection, tmp
     sent a whole round of queries there): every answer is the old state's or the new state's, and
     the new items are served once the add has finished, without a restart."""
     import_or_skip("starlette", "serve")
-    import urllib.request
 
     from dmh.server import BackgroundServer, create_app
 
@@ -283,40 +331,17 @@ def test_the_server_follows_an_add_and_answers_old_or_new(shapes_collection, tmp
         return len(c.items), answers
 
     old = state(Collection(col))
-    seen, errors, stop = [[], []], [], threading.Event()
     app = create_app(col)
-    with BackgroundServer(app) as srv:
-        def client(record):
-            while not stop.is_set():
-                try:  # each answer: (request number, the state it matches)
-                    with urllib.request.urlopen(srv.url + "/api/info", timeout=30) as r:
-                        record.append((0, json.loads(r.read())["collection"]["items"]))
-                    for i, q in enumerate(queries, start=1):
-                        with urllib.request.urlopen(srv.url + q, timeout=30) as r:
-                            record.append((i, [(x["id"], x["distance"]) for x in json.loads(r.read())["results"]]))
-                except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
-                    errors.append(repr(exc))
-
-        threads = [threading.Thread(target=client, args=(record,)) for record in seen]
-        for t in threads:
-            t.start()
+    with BackgroundServer(app) as srv, QueryClients(srv.url, queries) as clients:
         gates = tmp_path / "gates"
         gates.mkdir()
         child = _child("features,codes,thumbs", f"wait:{gates}", col, photos, captions)
-        round_ = 2 * (1 + len(queries))  # records enough to hold one whole round of requests
-        for step in ("features", "codes", "thumbs"):  # held at each until every client has queried it
-            _until((gates / f"{step}.reached").exists, f"add at {step}", child)
-            marks = [len(r) for r in seen]
-            _until(lambda m=marks: errors or all(len(r) - k >= round_ for r, k in zip(seen, m, strict=True)),
-                   f"round of queries at {step}", child)
-            (gates / f"{step}.go").touch()
+        clients.query_at_each(gates, ("features", "codes", "thumbs"), child)
         out = child.communicate(timeout=PATIENCE)
         assert child.returncode == 0, out
         new = state(Collection(col))
-        _until(lambda: errors or all(r and r[-1] == (0, new[0]) for r in seen), "answer of the new state")
-        stop.set()
-        for t in threads:
-            t.join(timeout=60)
+        clients.until_items(new[0])
+    seen, errors = clients.seen, clients.errors
     assert not errors, errors[:3]
     assert new[0] == old[0] + 6 and all(a != b for a, b in zip(old[1], new[1], strict=True))
     states = [{0: old[0], **dict(enumerate(old[1], start=1))}, {0: new[0], **dict(enumerate(new[1], start=1))}]

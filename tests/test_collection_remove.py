@@ -10,8 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +21,29 @@ from dmh.collection._files import _read_current_state
 from dmh.errors import CollectionError, OutputError, UnknownItemError
 
 from .conftest import import_or_skip
-from .test_collection_growth import _more
+from .test_collection_growth import QueryClients, _more
 
 #: runs ``dmh COMMAND ARGS...`` in a child process whose writer stops at step STEP (any of a
-#: comma-separated list): killed there (SIGKILL) or held there for SECONDS
+#: comma-separated list): killed there (SIGKILL), held there for SECONDS, or held until the test
+#: opens a gate (``wait:DIR``, as in test_collection_growth: DIR/STEP.reached, then DIR/STEP.go)
 CHILD = r"""
-import os, signal, sys, time
+import os, pathlib, signal, sys, time
 import dmh.collection._build as build
 steps, action = sys.argv[1].split(","), sys.argv[2]
 def checkpoint(name):
     if name in steps:
         if action == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(float(action))
+        if not action.startswith("wait:"):
+            time.sleep(float(action))
+            return
+        gates = pathlib.Path(action.removeprefix("wait:"))
+        (gates / f"{name}.reached").touch()
+        t0 = time.monotonic()
+        while not (gates / f"{name}.go").exists():
+            if time.monotonic() - t0 > 300:
+                sys.exit(f"the gate {name}.go was never opened")
+            time.sleep(0.02)
 build._checkpoint = checkpoint
 from dmh.cli import main
 sys.exit(main(sys.argv[3:]))
@@ -278,9 +286,10 @@ def test_an_add_and_a_remove_at_once_both_land(shapes_collection, tmp_path):
 
 
 def test_the_server_stops_answering_with_removed_items(shapes_collection, tmp_path):
-    """Queries keep arriving while a remove runs in another process (held 1 s at three of its
-    steps): every answer is the old state's or the new state's, never back to the old one; at the
-    end the removed items are absent from every answer, and their pages and thumbnails are 404."""
+    """Queries keep arriving while a remove runs in another process (held at three of its steps
+    until every client has sent a whole round of queries there): every answer is the old state's or
+    the new state's, never back to the old one; at the end the removed items are absent from every
+    answer, and their pages and thumbnails are 404."""
     import_or_skip("starlette", "serve")
     import urllib.error
     import urllib.request
@@ -300,33 +309,17 @@ def test_the_server_stops_answering_with_removed_items(shapes_collection, tmp_pa
 
     old = state(Collection(col))
     assert all(set(gone) & {i for i, _ in answer} for answer in old[1][:1] + old[1][2:])
-    seen, errors, stop = [[], []], [], threading.Event()
     app = create_app(col)
-    with BackgroundServer(app) as srv:
-        def client(record):
-            while not stop.is_set():
-                try:
-                    with urllib.request.urlopen(srv.url + "/api/info", timeout=30) as r:
-                        record.append((0, json.loads(r.read())["collection"]["items"]))
-                    for i, q in enumerate(queries, start=1):
-                        with urllib.request.urlopen(srv.url + q, timeout=30) as r:
-                            record.append((i, [(x["id"], x["distance"]) for x in json.loads(r.read())["results"]]))
-                except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
-                    errors.append(repr(exc))
-
-        threads = [threading.Thread(target=client, args=(record,)) for record in seen]
-        for t in threads:
-            t.start()
-        child = _child("validated,features-saved,codes", "1", "remove", col, *gone)
+    with BackgroundServer(app) as srv, QueryClients(srv.url, queries) as clients:
+        gates = tmp_path / "gates"
+        gates.mkdir()
+        steps = ("validated", "features-saved", "codes")
+        child = _child(",".join(steps), f"wait:{gates}", "remove", col, *gone)
+        clients.query_at_each(gates, steps, child)
         out = child.communicate(timeout=120)
         assert child.returncode == 0, out
         new = state(Collection(col))
-        t0 = time.monotonic()
-        while not all(r and r[-1] == (0, new[0]) for r in seen) and time.monotonic() - t0 < 30:
-            time.sleep(0.05)
-        stop.set()
-        for t in threads:
-            t.join(timeout=60)
+        clients.until_items(new[0])
         statuses = []
         for i in gone:
             for url in (f"/api/items/{i}", f"/thumbs/{i}.jpg", f"/api/similar/{i}"):
@@ -335,6 +328,7 @@ def test_the_server_stops_answering_with_removed_items(shapes_collection, tmp_pa
                     statuses.append(200)
                 except urllib.error.HTTPError as exc:
                     statuses.append(exc.code)
+    seen, errors = clients.seen, clients.errors
     assert not errors, errors[:3]
     assert new[0] == old[0] - len(gone) and not any(set(gone) & {i for i, _ in a} for a in new[1])
     assert statuses == [404] * len(statuses)
