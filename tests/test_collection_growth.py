@@ -68,6 +68,30 @@ def _until(condition, what: str, child: subprocess.Popen | None = None) -> None:
         time.sleep(0.02)
 
 
+def second_waits_for_first(first: subprocess.Popen, gates: Path, step: str, start_second) -> tuple[list, list]:
+    """Hold ``first`` (started with ``wait:GATES``) at ``step``, start the second writer
+    (``start_second()``, held nowhere), and let the first go only once the second has said that it
+    waits for the collection's lock. Returns both ``(stdout, stderr)`` and both exit codes."""
+    _until((gates / f"{step}.reached").exists, f"first writer at {step}", first)
+    second = start_second()
+    lines, said = [], threading.Event()
+
+    def read_second():  # its stderr, line by line to the end; the line that says it waits sets `said`
+        for line in second.stderr:
+            lines.append(line)
+            if "waiting up to 600 s for the collection" in line:
+                said.set()
+
+    reader = threading.Thread(target=read_second, daemon=True)
+    reader.start()
+    _until(said.is_set, "'waiting' from the second writer", second)
+    (gates / f"{step}.go").touch()
+    outs = [first.communicate(timeout=PATIENCE), (second.stdout.read(), None)]
+    second.wait(timeout=PATIENCE)
+    reader.join(timeout=PATIENCE)
+    return [outs[0], (outs[1][0], "".join(lines))], [first.returncode, second.returncode]
+
+
 class QueryClients:
     """Two threads that query a running server in rounds until stopped: ``GET /api/info`` (the
     number of items) then each of ``queries``; ``seen[c]`` holds client c's answers in order, each
@@ -167,25 +191,8 @@ def test_two_adds_at_once_keep_every_item(shapes_collection, tmp_path):
     gates = tmp_path / "gates"
     gates.mkdir()
     first = _child("features", f"wait:{gates}", col, *batches[0])
-    _until((gates / "features.reached").exists, "first add inside its add", first)
-    second = _child("none", "kill", col, *batches[1])  # held nowhere
-    lines, said = [], threading.Event()
-
-    def read_second():  # its stderr, line by line to the end; the line that says it waits sets `said`
-        for line in second.stderr:
-            lines.append(line)
-            if "waiting up to 600 s for the collection" in line:
-                said.set()
-
-    reader = threading.Thread(target=read_second, daemon=True)
-    reader.start()
-    _until(said.is_set, "'waiting' from the second add", second)
-    (gates / "features.go").touch()
-    outs = [first.communicate(timeout=PATIENCE), (second.stdout.read(), None)]
-    second.wait(timeout=PATIENCE)
-    reader.join(timeout=PATIENCE)
-    outs[1] = (outs[1][0], "".join(lines))
-    assert [p.returncode for p in (first, second)] == [0, 0], outs
+    outs, codes = second_waits_for_first(first, gates, "features", lambda: _child("none", "kill", col, *batches[1]))
+    assert codes == [0, 0], outs
     assert all("added 5 item(s)" in err for _, err in outs)
     assert ["waiting up to 600 s for the collection" in err for _, err in outs] == [False, True]
     items = check_consistent(col)

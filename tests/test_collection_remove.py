@@ -21,7 +21,7 @@ from dmh.collection._files import _read_current_state
 from dmh.errors import CollectionError, OutputError, UnknownItemError
 
 from .conftest import import_or_skip
-from .test_collection_growth import QueryClients, _more
+from .test_collection_growth import QueryClients, _more, second_waits_for_first
 
 #: runs ``dmh COMMAND ARGS...`` in a child process whose writer stops at step STEP (any of a
 #: comma-separated list): killed there (SIGKILL), held there for SECONDS, or held until the test
@@ -267,17 +267,19 @@ def test_a_killed_remove_leaves_the_old_collection_and_a_rerun_completes(shapes_
 
 
 def test_an_add_and_a_remove_at_once_both_land(shapes_collection, tmp_path):
-    """``dmh add`` and ``dmh remove`` started together, each held 2 s inside its write: one waits
-    for the other's lock; the added items are there, the removed ones are not (none comes back)."""
+    """``dmh add`` held inside its write while ``dmh remove`` starts: the remove says it waits for
+    the add's lock, and only then is the add let go; the added items are there, the removed ones
+    are not (none comes back)."""
     col = _copy(shapes_collection, tmp_path / "col")
     n0 = len(Collection(col).items)
     photos, captions = _more(tmp_path / "more", 4, seed=22)
-    procs = [_child("features", "2", "add", col, photos, captions, "--no-progress"),
-             _child("features-saved", "2", "remove", col, 1, 7, 30)]
-    outs = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    add = _child("features", f"wait:{gates}", "add", col, photos, captions, "--no-progress")
+    outs, codes = second_waits_for_first(add, gates, "features", lambda: _child("none", "0", "remove", col, 1, 7, 30))
+    assert codes == [0, 0], outs
     assert "added 4 item(s)" in outs[0][1] and "removed 3 item(s)" in outs[1][1]
-    assert sum("waiting up to 600 s for the collection" in err for _, err in outs) == 1
+    assert ["waiting up to 600 s for the collection" in err for _, err in outs] == [False, True]
     items = check_consistent(col)
     ids = {it["id"] for it in items}
     assert len(items) == n0 + 4 - 3 and not {1, 7, 30} & ids
