@@ -17,16 +17,16 @@ import numpy as np
 import pytest
 
 from dmh.collection import Collection, add_to_collection
-from dmh.collection._files import read_current
+from dmh.collection._files import _read_current_state
 from dmh.datasets.shapes import make_shapes
 from dmh.errors import OutputError
 
 from .conftest import import_or_skip
 
-#: runs ``dmh add`` in a child process whose add stops at each of the steps STEP[,STEP...]: killed
-#: there (SIGKILL), or held there until the test opens a gate (``wait:DIR``: the child creates
-#: DIR/STEP.reached, then waits for DIR/STEP.go), to make two adds or an add and queries overlap
-#: in a known order however slow the machine is
+#: runs ``dmh COMMAND ARGS...`` in a child process whose writer (add, remove, caption) stops at each of
+#: the steps STEP[,STEP...]: killed there (SIGKILL), or held there until the test opens a gate
+#: (``wait:DIR``: the child creates DIR/STEP.reached, then waits for DIR/STEP.go), to make two writers
+#: or a writer and queries overlap in a known order however slow the machine is
 CHILD = r"""
 import os, pathlib, signal, sys, time
 import dmh.collection._build as build
@@ -44,16 +44,22 @@ def checkpoint(name):
             time.sleep(0.02)
 build._checkpoint = checkpoint
 from dmh.cli import main
-sys.exit(main(["add", *sys.argv[3:], "--no-progress"]))
+sys.exit(main(sys.argv[3:]))
 """
 
 #: the longest a test waits for a child or a client to get somewhere (a bound on a hang, not a window)
 PATIENCE = 180.0
 
 
-def _child(steps: str, action: str, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, steps, action, *map(str, args)],
+def writer_child(steps: str, action: str, command: str, *args) -> subprocess.Popen:
+    """``dmh COMMAND ARGS...`` in a child process, stopped at ``steps`` as ``action`` says (:data:`CHILD`)."""
+    return subprocess.Popen([sys.executable, "-c", CHILD, steps, action, command, *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _child(steps: str, action: str, *args) -> subprocess.Popen:
+    """``dmh add ARGS... --no-progress`` in a child process (:func:`writer_child`)."""
+    return writer_child(steps, action, "add", *args, "--no-progress")
 
 
 def _until(condition, what: str, child: subprocess.Popen | None = None) -> None:
@@ -156,23 +162,31 @@ def _more(root: Path, n: int, seed: int) -> tuple[Path, Path]:
     return photos, captions
 
 
-def check_consistent(path: Path) -> list[dict]:
-    """Every data file of the current generation agrees with the manifest, and the indexes with the
-    codes (nothing for a reader to cut back). Returns the items."""
+def check_consistent(path: Path, contiguous: bool = False) -> list[dict]:
+    """Every data file of the current generation agrees with the manifest (ids ascending, those of
+    the listed items only), the indexes with the codes, the stored values with the codes; listed
+    photos have a thumbnail. ``contiguous``: the ids are 0..n-1 (nothing was ever removed). Returns
+    the items."""
     from dmh.collection import load_features
     from dmh.collection._search import _index_matches
     from dmh.index import HammingIndex, load_codes
 
-    items, P, generation = read_current(path)
+    items, P, generation, next_id = _read_current_state(path)
     ids = [it["id"] for it in items]
-    assert ids == list(range(len(ids)))
+    assert ids == sorted(ids) and (not ids or next_id > ids[-1])
+    assert not contiguous or ids == list(range(len(ids)))
+    has = {"image": lambda it: bool(it["image"]) and not it.get("error"), "text": lambda it: bool(it["caption"])}
     _, _, feature_ids = load_features(P.features)
-    assert feature_ids.tolist() == ids
-    for modality, has in (("image", lambda it: bool(it["image"]) and not it.get("error")),
-                          ("text", lambda it: bool(it["caption"]))):
-        codes, cids = load_codes(getattr(P, f"{modality}_codes"))
-        assert cids.tolist() == [it["id"] for it in items if has(it)], modality
-        assert _index_matches(HammingIndex.load(getattr(P, f"{modality}_index")), codes, cids), modality
+    assert feature_ids.tolist() == [it["id"] for it in items if has["image"](it) or has["text"](it)]
+    for modality, holds in has.items():
+        codes, cids, values = load_codes(getattr(P, f"{modality}_codes"), with_values=True)
+        assert cids.tolist() == [it["id"] for it in items if holds(it)], modality
+        # the real values behind the codes (re-ranking) stay with their rows
+        assert values is not None and values.shape == codes.shape, modality
+        nonzero = values != 0  # float16 keeps entries below ~6e-8 of a unit row as zero
+        assert nonzero.mean() > 0.5 and np.array_equal(np.where(values > 0, 1, -1)[nonzero], codes[nonzero]), modality
+        if not P.store.is_file():
+            assert _index_matches(HammingIndex.load(getattr(P, f"{modality}_index")), codes, cids), modality
     for it in items:
         if it["image"]:
             assert (path / "thumbs" / f"{it['id']}.jpg").is_file()
@@ -195,7 +209,7 @@ def test_two_adds_at_once_keep_every_item(shapes_collection, tmp_path):
     assert codes == [0, 0], outs
     assert all("added 5 item(s)" in err for _, err in outs)
     assert ["waiting up to 600 s for the collection" in err for _, err in outs] == [False, True]
-    items = check_consistent(col)
+    items = check_consistent(col, contiguous=True)
     assert len(items) == n0 + 10
     names = {it["name"] for it in items}
     assert all(f"s{s}-shape-{i:04d}" in names for s in (1, 2) for i in range(5))
@@ -239,14 +253,14 @@ def test_an_add_killed_at_any_step_leaves_the_old_collection_and_a_rerun_complet
         p.communicate(timeout=120)
         assert p.returncode == -9, step
     for step, col in cols.items():
-        items = check_consistent(col)
+        items = check_consistent(col, contiguous=True)
         assert len(items) == len(old) + (6 if step == "switched" else 0), step
         if step != "switched":  # the features computed so far are kept for the rerun
             assert list(col.glob(".add-*/images-*.npz")), step
         logs = []
         n = add_to_collection(col, photos, captions, progress=False, log=logs.append)
         assert n == (0 if step == "switched" else 6), (step, logs)
-        items = check_consistent(col)
+        items = check_consistent(col, contiguous=True)
         assert len(items) == len(old) + 6 and not list(col.glob(".add-*")), step
         assert sorted(p.name for p in col.glob("gen-*")) == ["gen-000001"], step
         assert (col / "manifest.json").stat().st_size > 0 and json.loads((col / "manifest.json").read_text())[
@@ -263,7 +277,7 @@ def test_a_rerun_reuses_the_features_of_a_killed_add(shapes_collection, tmp_path
     assert p.returncode == -9
     monkeypatch.setattr(features, "image_features", lambda *a, **k: pytest.fail("features computed again"))
     assert add_to_collection(col, photos, captions, progress=False, log=lambda m: None) == 4
-    check_consistent(col)
+    check_consistent(col, contiguous=True)
 
 
 def test_generations_and_old_collections(shapes_collection, tmp_path):
@@ -280,7 +294,7 @@ def test_generations_and_old_collections(shapes_collection, tmp_path):
     for seed in (6, 7, 8):
         photos, captions = _more(tmp_path / f"more{seed}", 2, seed=seed)
         assert add_to_collection(col, photos, captions, progress=False, log=lambda m: None) == 2
-        items = check_consistent(col)
+        items = check_consistent(col, contiguous=True)
         generation = seed - 5
         manifest = json.loads((col / "manifest.json").read_text())
         assert manifest["format_version"] == 2 and manifest["generation"] == generation

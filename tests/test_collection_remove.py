@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dmh.cli import main
@@ -21,38 +18,8 @@ from dmh.collection._files import _read_current_state
 from dmh.errors import CollectionError, OutputError, UnknownItemError
 
 from .conftest import import_or_skip
-from .test_collection_growth import QueryClients, _more, second_waits_for_first
-
-#: runs ``dmh COMMAND ARGS...`` in a child process whose writer stops at step STEP (any of a
-#: comma-separated list): killed there (SIGKILL), held there for SECONDS, or held until the test
-#: opens a gate (``wait:DIR``, as in test_collection_growth: DIR/STEP.reached, then DIR/STEP.go)
-CHILD = r"""
-import os, pathlib, signal, sys, time
-import dmh.collection._build as build
-steps, action = sys.argv[1].split(","), sys.argv[2]
-def checkpoint(name):
-    if name in steps:
-        if action == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        if not action.startswith("wait:"):
-            time.sleep(float(action))
-            return
-        gates = pathlib.Path(action.removeprefix("wait:"))
-        (gates / f"{name}.reached").touch()
-        t0 = time.monotonic()
-        while not (gates / f"{name}.go").exists():
-            if time.monotonic() - t0 > 300:
-                sys.exit(f"the gate {name}.go was never opened")
-            time.sleep(0.02)
-build._checkpoint = checkpoint
-from dmh.cli import main
-sys.exit(main(sys.argv[3:]))
-"""
-
-
-def _child(steps: str, action: str, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, steps, action, *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+from .test_collection_growth import QueryClients, _more, check_consistent, second_waits_for_first
+from .test_collection_growth import writer_child as _child
 
 
 def _copy(shapes_collection, dest: Path) -> Path:
@@ -62,37 +29,6 @@ def _copy(shapes_collection, dest: Path) -> Path:
 
 def _quiet(message):
     pass
-
-
-def check_consistent(path: Path) -> list[dict]:
-    """Every data file of the current generation agrees with the manifest (ids ascending, those of
-    the listed items only), the indexes with the codes; listed photos have a thumbnail. Returns the
-    items."""
-    from dmh.collection import load_features
-    from dmh.collection._search import _index_matches
-    from dmh.index import HammingIndex, load_codes
-
-    items, P, generation, next_id = _read_current_state(path)
-    ids = [it["id"] for it in items]
-    assert ids == sorted(ids) and (not ids or next_id > ids[-1])
-    has = {"image": lambda it: bool(it["image"]) and not it.get("error"), "text": lambda it: bool(it["caption"])}
-    _, _, feature_ids = load_features(P.features)
-    assert feature_ids.tolist() == [it["id"] for it in items if has["image"](it) or has["text"](it)]
-    for modality, holds in has.items():
-        codes, cids, values = load_codes(getattr(P, f"{modality}_codes"), with_values=True)
-        assert cids.tolist() == [it["id"] for it in items if holds(it)], modality
-        # the real values behind the codes (re-ranking) stay with their rows
-        assert values is not None and values.shape == codes.shape, modality
-        nonzero = values != 0  # float16 keeps entries below ~6e-8 of a unit row as zero
-        assert nonzero.mean() > 0.5 and np.array_equal(np.where(values > 0, 1, -1)[nonzero], codes[nonzero]), modality
-        if not P.store.is_file():
-            assert _index_matches(HammingIndex.load(getattr(P, f"{modality}_index")), codes, cids), modality
-    for it in items:
-        if it["image"]:
-            assert (path / "thumbs" / f"{it['id']}.jpg").is_file()
-    col = Collection(path)
-    assert [it["id"] for it in col.items] == ids and col.generation == generation
-    return items
 
 
 def _codes_of(col: Collection, target: str) -> dict[int, bytes]:
@@ -276,7 +212,8 @@ def test_an_add_and_a_remove_at_once_both_land(shapes_collection, tmp_path):
     gates = tmp_path / "gates"
     gates.mkdir()
     add = _child("features", f"wait:{gates}", "add", col, photos, captions, "--no-progress")
-    outs, codes = second_waits_for_first(add, gates, "features", lambda: _child("none", "0", "remove", col, 1, 7, 30))
+    remove = lambda: _child("none", "kill", "remove", col, 1, 7, 30)  # noqa: E731 - held nowhere
+    outs, codes = second_waits_for_first(add, gates, "features", remove)
     assert codes == [0, 0], outs
     assert "added 4 item(s)" in outs[0][1] and "removed 3 item(s)" in outs[1][1]
     assert ["waiting up to 600 s for the collection" in err for _, err in outs] == [False, True]
