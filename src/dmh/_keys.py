@@ -42,7 +42,8 @@ __all__ = ["ADDED_OPTIONS", "EXECUTION_PARAMS", "REMOVED_OPTIONS", "dump_key", "
 ADDED_OPTIONS: dict[str, dict[str, object]] = {
     "dmh": {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
             "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None, "dam_contrastive": 0.0,
-            "use_unpaired": True, "dam_first_target": None, "dam_last_epochs": None},
+            "use_unpaired": True, "dam_first_target": None, "dam_last_epochs": None,
+            "encoder": "network"},
     "sadch": {"input_scaling": "feature"},
 }
 

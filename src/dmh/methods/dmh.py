@@ -174,6 +174,14 @@ class DMH(BaseHasher):
         (``"feature"``: the paper), each view only centred and scaled as a whole (``"view"``), or
         ``"view"`` for a sparse view (at least :data:`SPARSE_ZERO_SHARE` of its entries zero) and
         ``"feature"`` for a dense one (``"auto"``); the choice is kept in ``cle_scaling_``.
+    encoder : {"network", "ridge", "auto"} or None
+        What encodes new objects of each view: DAM's network (``"network"``: the paper), a ridge
+        regression from the view's standardised features to the last round's codes, its penalty
+        chosen by generalised cross-validation on those codes (``"ridge"``,
+        :mod:`dmh.methods.ridge_encoder`), or ``"ridge"`` for a sparse view (as ``cle_scaling``
+        decides it) and ``"network"`` for a dense one (``"auto"``). The networks are trained either
+        way (their hidden layers are CLE's features in the next round); the choice is kept in
+        ``encoders_``.
     dam_stop : {"fixed", "agreement"} or None
         ``"fixed"``: ``dam_epochs`` passes in every round. ``"agreement"``: from the second round
         on, a network stops after the first pass that raises its bit agreement with GBE's codes by
@@ -241,6 +249,11 @@ class DMH(BaseHasher):
         resolved; ``"auto"`` chooses per view). Not saved with the model.
     dam_precision_ : str
         The precision DAM's training ran in (``dam_precision`` resolved).
+    encoders_ : dict of str to str
+        What encodes each view, ``"network"`` or ``"ridge"`` (``encoder`` resolved).
+    ridge_encoders_ : dict of str to RidgeEncoder
+        The ridge maps of the views ``encoders_`` names ``"ridge"`` (their ``alpha``: the chosen
+        penalty, a multiple of the mean eigenvalue of the inputs' Gram matrix).
     n_iter_ : int
         Outer rounds run (``n_rounds``).
 
@@ -288,6 +301,7 @@ class DMH(BaseHasher):
         "perplexity": [Interval(numbers.Real, 1, None, closed="right"), None],
         "gamma_scaling": [Options("none", "bits"), None], "unpaired_complement": [Options("neighbours", "ridge"), None],
         "unpaired_dam": [Boolean(), None], "cle_scaling": [Options("feature", "view", "auto"), None],
+        "encoder": [Options("network", "ridge", "auto"), None],
         "dam_stop": [Options("fixed", "agreement"), None], "dam_agree_target": [UNIT_INTERVAL, None],
         "dam_lean": [Boolean(), None], "cle_dtype": [Options("auto", "float64", "float32"), None],
         "cle_gram": [Boolean(), None], "gbe_lr": [POSITIVE, None], "gbe_max_iter": [POSITIVE_INT, None],
@@ -307,7 +321,7 @@ class DMH(BaseHasher):
                  complement="lle", binary_embedding="gbe", refresh_features=True, use_unpaired=True,
                  dam_contrastive=0.0,
                  preset="default", similarity=None, perplexity=None, gamma_scaling=None, unpaired_complement=None,
-                 unpaired_dam=None, cle_scaling=None, dam_stop=None, dam_agree_target=None, dam_lean=None,
+                 unpaired_dam=None, cle_scaling=None, encoder=None, dam_stop=None, dam_agree_target=None, dam_lean=None,
                  cle_dtype=None, cle_gram=None, gbe_lr=None, gbe_max_iter=None, gbe_tol=None, gbe_schedule=None,
                  device="auto", n_threads=None, random_state=None, verbose=False, record_diagnostics=False):
         store_init_args(self, locals())
@@ -338,6 +352,7 @@ class DMH(BaseHasher):
             net.use_sparse_input(None)  # the plain layer again (the same weights)
             net.to("cpu")  # encoding and saving need no GPU
         self.nets_ = run.nets
+        self._fit_ridge_encoders(run)
         self.codes_ = run.H
         self.features_ = run.Y
         self.history_ = run.history
@@ -365,6 +380,7 @@ class DMH(BaseHasher):
             self.scalers_[m] = (mu, sd)
         run.X = Standardised(run.raws, self.scalers_)  # recomputed when used: one n x d_v copy at a time
         self.cle_scaling_ = opts.view_scalings(run.raws, run.masks)
+        run.encoders = opts.view_encoders(run.raws, run.train_masks)  # checked before any work
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(torch_seed)
             run.nets = {m: dam.make_net(m, run.raws[m].shape[1], opts.n_bits, (opts.hidden_size,)) for m in MODALITIES}
@@ -512,17 +528,35 @@ class DMH(BaseHasher):
             return cle_mod.scale_view(run.X[m], mask)
         return cle_mod.scale_view(run.X.float32(m), mask, run.cle_dtype, inplace=True)  # a float32 copy, in place
 
+    def _fit_ridge_encoders(self, run) -> None:
+        """``encoders_`` (``encoder`` resolved per view) and the ridge map of each view it names
+        ``"ridge"``, fitted on the objects that view's network was trained on."""
+        from .ridge_encoder import fit_ridge_encoder
+
+        self.encoders_ = run.encoders
+        self.ridge_encoders_ = {}
+        for m, mask in zip(MODALITIES, run.train_masks, strict=True):
+            if self.encoders_[m] == "ridge":
+                self.ridge_encoders_[m] = fit_ridge_encoder(partial(_row_blocks, run.X, m, mask), run.H[mask])
+
     # ------------------------------------------------------------------ encoding
     def _project(self, X, modality):
         from . import dam
 
         mu, sd = self.scalers_[modality]
+        ridge = getattr(self, "ridge_encoders_", {}).get(modality)
+        if ridge is not None:
+            return ridge.outputs((X - mu) / sd)
         return dam.net_outputs(self.nets_[modality], (X - mu) / sd)
 
     # ------------------------------------------------------------------ persistence
     def _extra_meta(self):
         options = getattr(self, "options_", None) or DMHOptions.of(self)
-        return {"options": {k: getattr(options, k) for k in PRESETS[options.preset]}}
+        meta = {"options": {k: getattr(options, k) for k in PRESETS[options.preset]}}
+        ridges = getattr(self, "ridge_encoders_", {})
+        if ridges:  # files without it encode every view by its network
+            meta["ridge_alpha"] = {m: r.alpha for m, r in ridges.items()}
+        return meta
 
     def _set_extra_meta(self, meta):
         """The options the fit ran with: the header's where it names them, else the preset's."""
@@ -535,6 +569,11 @@ class DMH(BaseHasher):
                 setattr(self.options_, name, tuple(value) if isinstance(value, list) else value)
         options = vars(self.options_)
         validate_params(options, {k: self._parameter_constraints[k] for k in saved if k in options}, "DMH options")
+        alphas = meta.get("ridge_alpha") or {}
+        if not isinstance(alphas, dict) or not set(alphas) <= set(MODALITIES) or \
+                not all(isinstance(a, (int, float)) and a > 0 for a in alphas.values()):
+            raise ParameterError(f"'ridge_alpha' must map 'image'/'text' to positive numbers, got {alphas!r}")
+        self._ridge_alpha = {m: float(a) for m, a in alphas.items()}
 
     def _get_state(self):
         state = {}
@@ -542,6 +581,8 @@ class DMH(BaseHasher):
             for key, value in net.state_dict().items():
                 state[f"{m}_net.{key}"] = value.detach().cpu().numpy()
             state[f"{m}_mean"], state[f"{m}_scale"] = self.scalers_[m]
+        for m, ridge in getattr(self, "ridge_encoders_", {}).items():
+            state[f"{m}_ridge_coef"], state[f"{m}_ridge_intercept"] = ridge.coef, ridge.intercept
         return state
 
     def _state_spec(self):
@@ -553,6 +594,9 @@ class DMH(BaseHasher):
         for m, dim in (("image", "I"), ("text", "T")):
             spec[f"{m}_mean"] = (dim,)
             spec[f"{m}_scale"] = (dim,)
+            if m in getattr(self, "_ridge_alpha", {}):
+                spec[f"{m}_ridge_coef"] = (dim, "B")
+                spec[f"{m}_ridge_intercept"] = ("B",)
             with torch.device("meta"):  # shapes only: nothing is allocated
                 net = dam.make_net(m, self.n_features_[m], self.n_bits_, (self.hidden_size,))
             for key, value in net.state_dict().items():
@@ -573,3 +617,15 @@ class DMH(BaseHasher):
             net.load_state_dict(sd)
             net.eval()
             self.nets_[m] = net
+        from .ridge_encoder import RidgeEncoder
+
+        alphas = getattr(self, "_ridge_alpha", {})
+        self.ridge_encoders_ = {m: RidgeEncoder(state[f"{m}_ridge_coef"], state[f"{m}_ridge_intercept"], a)
+                                for m, a in alphas.items()}
+        self.encoders_ = {m: "ridge" if m in alphas else "network" for m in MODALITIES}
+
+
+def _row_blocks(X, m, mask, step: int = 8192):
+    """The standardised rows of view ``m`` where ``mask`` holds, block by block (float32)."""
+    n = int(mask.sum())
+    return (X.float32(m, mask, s, min(s + step, n)) for s in range(0, n, step))

@@ -24,11 +24,13 @@ GAMMA_REFERENCE_BITS = 16
 #: names the same options, each a parameter of DMH whose default is ``None``.
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64",
-                  unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature", gamma_scaling="none",
+                  unpaired_complement="neighbours", unpaired_dam=True, cle_scaling="feature", encoder="network",
+                  gamma_scaling="none",
                   gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
                   dam_agree_target=None),
     "default": dict(similarity="perplexity", perplexity=30.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto",
-                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto", gamma_scaling="none",
+                    unpaired_complement="ridge", unpaired_dam=True, cle_scaling="auto", encoder="network",
+                    gamma_scaling="none",
                     gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine", cle_gram=True,
                     dam_agree_target=0.995),
 }
@@ -92,6 +94,25 @@ class DMHOptions(SimpleNamespace):
         if r == 0 and self.dam_first_target is not None:
             return self.dam_first_target
         return self.dam_agree_target
+
+    def view_encoders(self, raws: dict, masks) -> dict:
+        """What encodes each view: ``{"image": "network"|"ridge", "text": ...}`` (``encoder``, with
+        ``"auto"`` ridge for a view that :func:`sparse_view` finds sparse and that has at most
+        :data:`~dmh.methods.ridge_encoder.MAX_FEATURES` features, network otherwise). ``"ridge"``
+        over a wider view is refused here, before the fit."""
+        from .ridge_encoder import MAX_FEATURES
+
+        views = ("image", "text")
+        if self.encoder == "auto":
+            return {m: "ridge" if raws[m].shape[1] <= MAX_FEATURES and sparse_view(raws[m], mask) else "network"
+                    for m, mask in zip(views, masks, strict=True)}
+        if self.encoder == "ridge":
+            for m in views:
+                if raws[m].shape[1] > MAX_FEATURES:
+                    raise ParameterError(
+                        f"encoder='ridge': the {m} view has {raws[m].shape[1]} features, more than the "
+                        f"{MAX_FEATURES} whose Gram matrix the ridge map decomposes; use encoder='network' or 'auto'")
+        return {m: self.encoder for m in views}
 
     def cle_precision(self, n: int) -> np.dtype:
         """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
