@@ -122,3 +122,23 @@ def test_ridge_over_a_view_too_wide_is_refused_before_the_fit(toy_data, monkeypa
         DMH(8, random_state=0, encoder="ridge", **TINY).fit(toy_data.train())
     data = _sparse_text(toy_data)  # "auto" keeps the network for a sparse view that wide
     assert DMH(8, random_state=0, encoder="auto", **TINY).fit(data.train()).encoders_["text"] == "network"
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_ridge_weight_blends_the_two_outputs(toy_data):
+    from dmh.evaluation import full_params
+
+    assert "ridge_weight" not in full_params("dmh")
+    data = _sparse_text(toy_data)
+    half = DMH(8, random_state=0, encoder="auto", ridge_weight=0.5, **TINY).fit(data.train())
+    mu, sd = half.scalers_["text"]
+    Z = (data.text - mu) / sd
+    from dmh.methods.dam import net_outputs
+
+    expected = 0.5 * half.ridge_encoders_["text"].outputs(Z) + 0.5 * net_outputs(half.nets_["text"], Z)
+    np.testing.assert_allclose(half.project(data.text, "text"), expected, rtol=1e-5, atol=1e-6)
+    # a view the network encodes is untouched by the weight
+    full = DMH(8, random_state=0, encoder="auto", **TINY).fit(data.train())
+    np.testing.assert_array_equal(half.project(data.image, "image"), full.project(data.image, "image"))
+    with pytest.raises(ValueError, match="ridge_weight"):
+        DMH(ridge_weight=0.0).fit(data.train())

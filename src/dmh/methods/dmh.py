@@ -147,6 +147,9 @@ class DMH(BaseHasher):
     use_unpaired : bool, default=True
         ``False``: fit on the paired objects alone (what ``dmh evaluate --training pairs-only`` does
         to the data, as a parameter, so that ``dmh tune`` can compare the two on held-out pairs).
+    ridge_weight : float in (0, 1], default=1.0
+        For a view that ``encoder`` gives the ridge map: the map's share of the view's outputs, the
+        rest the network's (``1``: the ridge map alone; ``0.5``: the mean of the two).
     dam_contrastive : float, default=0.0
         Weight of a cross-modal contrastive term in DAM: each network is also trained to pick each
         paired object's partner among its batch's partners by the cosine similarity of its outputs
@@ -296,6 +299,7 @@ class DMH(BaseHasher):
         # ablations and variants
         "complement": [Options("lle", "zero")], "binary_embedding": [Options("gbe", "pca")],
         "refresh_features": [Boolean()], "use_unpaired": [Boolean()], "dam_contrastive": [NON_NEGATIVE],
+        "ridge_weight": [Interval(numbers.Real, 0, 1, closed="right")],
         # the preset and the options it fills in (None: the preset's value)
         "preset": [Options(*PRESETS)], "similarity": [Options("clip", "shift", "raw", "perplexity"), None],
         "perplexity": [Interval(numbers.Real, 1, None, closed="right"), None],
@@ -319,7 +323,7 @@ class DMH(BaseHasher):
                  gbe_solver="auto", chunk_size=256, dam_precision="float32", ridge_solver="dual", dam_agree_tol=1e-3,
                  dam_first_target=None, dam_last_epochs=None,
                  complement="lle", binary_embedding="gbe", refresh_features=True, use_unpaired=True,
-                 dam_contrastive=0.0,
+                 dam_contrastive=0.0, ridge_weight=1.0,
                  preset="default", similarity=None, perplexity=None, gamma_scaling=None, unpaired_complement=None,
                  unpaired_dam=None, cle_scaling=None, encoder=None, dam_stop=None, dam_agree_target=None, dam_lean=None,
                  cle_dtype=None, cle_gram=None, gbe_lr=None, gbe_max_iter=None, gbe_tol=None, gbe_schedule=None,
@@ -545,9 +549,12 @@ class DMH(BaseHasher):
 
         mu, sd = self.scalers_[modality]
         ridge = getattr(self, "ridge_encoders_", {}).get(modality)
-        if ridge is not None:
-            return ridge.outputs((X - mu) / sd)
-        return dam.net_outputs(self.nets_[modality], (X - mu) / sd)
+        Z = (X - mu) / sd
+        if ridge is None:
+            return dam.net_outputs(self.nets_[modality], Z)
+        w = float(self.ridge_weight)
+        out = ridge.outputs(Z)
+        return out if w == 1.0 else w * out + (1.0 - w) * dam.net_outputs(self.nets_[modality], Z)
 
     # ------------------------------------------------------------------ persistence
     def _extra_meta(self):
