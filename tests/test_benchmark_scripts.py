@@ -66,6 +66,9 @@ def test_a_missing_data_file_is_one_error_line(script, tmp_path, capsys):
     ("quality_diagnose", ["--bits", "8", "--param", "nonsense"], "--param: expected KEY=VALUE"),
     ("quality_cle_probe", ["--variants", "none:0:3"], "--variants: 'none:0:3' is not PRE:d:k"),
     ("quality_cle_probe", ["--similarity", "z"], "--similarity: each must be y or fused"),
+    ("encoder_variants", ["--paired-ratios", "1,1.5"], "--paired-ratios: each must be in (0, 1]"),
+    ("encoder_variants", ["--weight", "1"], "--weight: must be between 0 and 1 (exclusive), got 1.0"),
+    ("ridge_encoder_probe", ["--bits", "0"], "--bits: each value must be between 1 and 4096, got 0"),
 ])
 def test_bad_arguments_are_one_error_line_before_any_work(script, args, message, tmp_path, capsys):
     module = __import__(script)
@@ -303,3 +306,27 @@ def test_chinese_rendering_of_titles_is_word_by_word_without_spaces():
     assert terms[:2] == ["lino", "perros"] and len(terms) > 3 and all(len(t) == 2 for t in terms[2:])
     cov = r.coverage(["Nike Men Black Shoes", "Wildcraft Backpack"])
     assert cov["words"] == 6 and cov["words_rendered"] == 4
+
+
+def test_dmh_against_field_pairs_by_seed_and_counts_each_cell(tmp_path, capsys):
+    """Five seeds: a variant ahead of every rival by far more than its spread wins its cell, one
+    behind a rival loses it and names it; the base row is the variant file's own ``DMH``."""
+    import dmh_against_field
+
+    def recs(method, values, task="image->text"):
+        return [{"dataset": "d", "method": method, "paired_ratio": 1.0, "n_bits": 16, "seed": s, "task": task,
+                 "map": v} for s, v in enumerate(values)]
+
+    field = recs("DMH", [0.50] * 5) + recs("A", [0.40, 0.41, 0.40, 0.42, 0.41]) \
+        + recs("B", [0.60, 0.61, 0.62, 0.60, 0.61], "text->image") + recs("A", [0.1] * 5, "text->image")
+    variant = recs("DMH", [0.45, 0.46, 0.45, 0.47, 0.46]) + recs("DMH (v)", [0.48, 0.50, 0.49, 0.51, 0.50]) \
+        + recs("DMH", [0.55] * 5, "text->image") + recs("DMH (v)", [0.50, 0.52, 0.51, 0.50, 0.52], "text->image")
+    (tmp_path / "field.json").write_text(json.dumps({"records": field}))
+    (tmp_path / "variant.json").write_text(json.dumps(variant))
+    dmh_against_field.main(["--field", str(tmp_path / "field.json"), "--variant", str(tmp_path / "variant.json"),
+                            "--row", "DMH (v)"])
+    out = capsys.readouterr().out
+    assert "| d | 1 | 16 | I->T | 0.4960 | 0.4580 | +0.0380 (won) | won | won | - |" in out
+    assert "| d | 1 | 16 | T->I | 0.5100 | 0.5500 | -0.0400 (lost) | lost | lost | B |" in out
+    assert "d, paired 1: variant won 1, tied 0, lost 1 of 2; DMH won 1, tied 0, lost 1 of 2" in out
+    sys.modules.pop("dmh_against_field", None)
