@@ -181,8 +181,9 @@ class DMH(BaseHasher):
         What encodes new objects of each view: DAM's network (``"network"``: the paper), a ridge
         regression from the view's standardised features to the last round's codes, its penalty
         chosen by generalised cross-validation on those codes (``"ridge"``,
-        :mod:`dmh.methods.ridge_encoder`), or ``"ridge"`` for a sparse view (as ``cle_scaling``
-        decides it) and ``"network"`` for a dense one (``"auto"``). The networks are trained either
+        :mod:`dmh.methods.ridge_encoder`; views of at most 8,192 features), or ``"ridge"`` for a
+        sparse view of at most that many features (sparse as ``cle_scaling`` decides it) and
+        ``"network"`` for the others (``"auto"``). The networks are trained either
         way (their hidden layers are CLE's features in the next round); the choice is kept in
         ``encoders_``.
     dam_stop : {"fixed", "agreement"} or None

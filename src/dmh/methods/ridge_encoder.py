@@ -10,9 +10,8 @@ the choice costs one eigendecomposition whatever the number of objects. The inpu
 the view's training objects (:class:`~dmh.methods.dam_inputs.Standardised`), so the intercept is
 the codes' mean.
 
-Where it helps and why (docs/quality.md): on a sparse, high-dimensional view (a bag of words) DAM's
-4096-wide network reproduces 99.9% of its training codes and generalises no better than this linear
-map, whose errors fall on bits it is unsure of."""
+What it does to MAP and to the held-out pair score on the shared sets: docs/log/quality.md, section
+25 (a sparse view gains category MAP and loses some of the pair score; a dense view loses both)."""
 
 from __future__ import annotations
 
@@ -44,8 +43,8 @@ class RidgeEncoder:
 def fit_ridge_encoder(blocks, codes: np.ndarray, alphas=ALPHAS) -> RidgeEncoder:
     """Ridge from standardised inputs to ``codes`` (n x c, +-1), penalty by GCV.
 
-    ``blocks``: a callable giving an iterable of consecutive row blocks of the n x d standardised
-    inputs (called twice is not needed: one pass accumulates ``Z'Z`` and ``Z'H``)."""
+    ``blocks``: a callable that gives the n x d standardised inputs as consecutive blocks of rows
+    (read once: one pass accumulates ``Z'Z`` and ``Z'H``)."""
     H = np.asarray(codes, dtype=np.float64)
     n, c = H.shape
     mean = H.mean(axis=0)
