@@ -11,7 +11,7 @@ the view's training objects (:class:`~dmh.methods.dam_inputs.Standardised`), so 
 the codes' mean.
 
 What it does to MAP and to the held-out pair score on the shared sets: docs/log/quality.md, section
-25 (a sparse view gains category MAP and loses some of the pair score; a dense view loses both)."""
+25 (a sparse view gains category MAP and loses some of the pair score; a dense view loses MAP)."""
 
 from __future__ import annotations
 
