@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DataError
+
 __all__ = ["ALPHAS", "MAX_FEATURES", "RidgeEncoder", "fit_ridge_encoder"]
 
 #: the widest view the ridge map takes: its d x d Gram matrix is decomposed once (8192 features: 512
@@ -60,7 +62,7 @@ def fit_ridge_encoder(blocks, codes: np.ndarray, alphas=ALPHAS) -> RidgeEncoder:
         C = B.T @ rows if C is None else C + B.T @ rows
         zsum = B.sum(0) if zsum is None else zsum + B.sum(0)
     if start != n:
-        raise ValueError(f"the input blocks hold {start} rows, the codes {n}")
+        raise DataError(f"the input blocks hold {start} rows, the codes {n}")
     # inputs are centred over these rows by construction; remove what rounding left (exact for the
     # intercept's sake: the intercept is then the codes' mean)
     zmean = zsum / n
