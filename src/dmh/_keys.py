@@ -14,6 +14,9 @@ kind                  in a cell key                      in a saved model's head
                       every earlier result ran with
 ``removed``           written, at the value the fit      present in an earlier file: dropped (the
                       always uses today                  weights are what they are)
+``PAIRED_INERT``      in a fully paired or pairs-only    kept (a parameter like any other)
+                      cell, at the value that changes
+                      nothing there
 :data:`EXECUTION_     left out (where a fit runs, not    kept (a parameter like any other)
 PARAMS`               what it computes)
 ====================  =================================  =============================================
@@ -35,8 +38,8 @@ import json
 
 from ._json import jsonable
 
-__all__ = ["ADDED_OPTIONS", "EXECUTION_PARAMS", "REMOVED_OPTIONS", "dump_key", "fit_params", "key_params",
-           "model_params", "normalize_key", "stored_key"]
+__all__ = ["ADDED_OPTIONS", "EXECUTION_PARAMS", "PAIRED_INERT", "REMOVED_OPTIONS", "dump_key", "fit_params",
+           "key_params", "model_params", "normalize_key", "paired_key_params", "stored_key"]
 
 #: method -> {option: the value every result written before the option existed ran with}
 ADDED_OPTIONS: dict[str, dict[str, object]] = {
@@ -51,6 +54,14 @@ ADDED_OPTIONS: dict[str, dict[str, object]] = {
 REMOVED_OPTIONS: dict[str, dict[str, object]] = {
     "dmh": {"dam_tol": None, "dam_weight_decay": 0.0, "kernel_scale": 1.0, "gbe_balance": 0.0,
             "gbe_decorrelation": 0.0, "unpaired_weight": 1.0},
+}
+
+#: method -> {option: value}: options that change nothing when every training object is paired (a
+#: fully paired cell, or a pairs-only one). Such a cell's key holds them at this value (and so, where
+#: it is an added option's old value, leaves them out): a default that differs only on semi-paired
+#: data keeps the keys of every fully paired result
+PAIRED_INERT: dict[str, dict[str, object]] = {
+    "dmh": {"use_unpaired": True},
 }
 
 #: parameters that say where a fit runs, not what it computes: kept in a cell's ``params`` (the fit
@@ -72,6 +83,16 @@ def key_params(method: str, params: dict) -> dict:
         if name in out and out[name] == value:
             del out[name]
     return out
+
+
+def paired_key_params(method: str, params: dict) -> dict:
+    """``params`` as :func:`key_params` wrote them, for a cell whose training objects are all paired:
+    the options of :data:`PAIRED_INERT` at their value there."""
+    out = dict(params)
+    for name, value in PAIRED_INERT.get(method, {}).items():
+        if name in out:
+            out[name] = value
+    return key_params(method, out)
 
 
 def fit_params(method: str, params: dict) -> dict:

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import jsonable
-from ._keys import dump_key, fit_params, key_params, normalize_key
+from ._keys import dump_key, fit_params, key_params, normalize_key, paired_key_params
 from ._workers import MAX_JOBS, check_jobs
 from .data import CrossModalData, make_semi_paired
 from .errors import DataError, ParameterError
@@ -194,6 +194,8 @@ def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_b
     }
     if pairs_only:
         cell["pairs_only"] = True
+    if pairs_only or float(paired_ratio) >= 1.0:  # options that change nothing there keep older keys
+        cell["params"] = paired_key_params(cell["method"], cell["params"])
     cell["key"] = cell_key(cell)
     return cell
 

@@ -144,9 +144,6 @@ class DMH(BaseHasher):
     refresh_features : bool, default=True
         Refresh ``z^v`` from the DAM hidden layers after each round (DMH); ``False`` keeps the
         input features (DMH-FIX).
-    use_unpaired : bool, default=True
-        ``False``: fit on the paired objects alone (what ``dmh evaluate --training pairs-only`` does
-        to the data, as a parameter, so that ``dmh tune`` can compare the two on held-out pairs).
     ridge_weight : float in (0, 1], default=1.0
         For a view that ``encoder`` gives the ridge map: the map's share of the view's outputs, the
         rest the network's (``1``: the ridge map alone; ``0.5``: the mean of the two).
@@ -172,6 +169,13 @@ class DMH(BaseHasher):
         observed view to the missing one fitted on the paired objects each round.
     unpaired_dam : bool or None
         Whether the unpaired objects also train the hash networks (``True``: the paper).
+    use_unpaired : bool, "auto" or None
+        Whether a semi-paired set's unpaired objects enter the fit: ``True`` (the paper), ``False``
+        (the paired objects alone: what ``dmh evaluate --training pairs-only`` does to the data),
+        or ``"auto"``: the side under which held-out pairs find their partners better, from two
+        candidate fits on the rest of the data (:mod:`dmh.methods.unpaired_choice`; a semi-paired
+        fit then costs about two fits more, a fully paired one nothing). The side taken is in
+        ``use_unpaired_``, the candidates' scores in ``unpaired_choice_``.
     cle_scaling : {"feature", "view", "auto"} or None
         How the input descriptions enter CLE's first round: every feature standardised
         (``"feature"``: the paper), each view only centred and scaled as a whole (``"view"``), or
@@ -253,6 +257,13 @@ class DMH(BaseHasher):
         resolved; ``"auto"`` chooses per view). Not saved with the model.
     dam_precision_ : str
         The precision DAM's training ran in (``dam_precision`` resolved).
+    use_unpaired_ : bool
+        Whether the fit used the unpaired objects (``use_unpaired`` resolved; ``True`` for a fully
+        paired set).
+    unpaired_choice_ : dict or None
+        Under ``use_unpaired="auto"``, what :func:`dmh.methods.unpaired_choice.choose` found (the
+        held-out pairs' score of each candidate, their number, the seconds and the reason);
+        ``None`` when nothing was chosen.
     encoders_ : dict of str to str
         What encodes each view, ``"network"`` or ``"ridge"`` (``encoder`` resolved).
     ridge_encoders_ : dict of str to RidgeEncoder
@@ -299,13 +310,14 @@ class DMH(BaseHasher):
         "dam_last_epochs": [NON_NEGATIVE_INT, None],
         # ablations and variants
         "complement": [Options("lle", "zero")], "binary_embedding": [Options("gbe", "pca")],
-        "refresh_features": [Boolean()], "use_unpaired": [Boolean()], "dam_contrastive": [NON_NEGATIVE],
+        "refresh_features": [Boolean()], "dam_contrastive": [NON_NEGATIVE],
         "ridge_weight": [Interval(numbers.Real, 0, 1, closed="right")],
         # the preset and the options it fills in (None: the preset's value)
         "preset": [Options(*PRESETS)], "similarity": [Options("clip", "shift", "raw", "perplexity"), None],
         "perplexity": [Interval(numbers.Real, 1, None, closed="right"), None],
         "gamma_scaling": [Options("none", "bits"), None], "unpaired_complement": [Options("neighbours", "ridge"), None],
-        "unpaired_dam": [Boolean(), None], "cle_scaling": [Options("feature", "view", "auto"), None],
+        "unpaired_dam": [Boolean(), None], "use_unpaired": [Boolean(), Options("auto"), None],
+        "cle_scaling": [Options("feature", "view", "auto"), None],
         "encoder": [Options("network", "ridge", "auto"), None],
         "dam_stop": [Options("fixed", "agreement"), None], "dam_agree_target": [UNIT_INTERVAL, None],
         "dam_lean": [Boolean(), None], "cle_dtype": [Options("auto", "float64", "float32"), None],
@@ -323,19 +335,31 @@ class DMH(BaseHasher):
                  w_reg=0.1,
                  gbe_solver="auto", chunk_size=256, dam_precision="float32", ridge_solver="dual", dam_agree_tol=1e-3,
                  dam_first_target=None, dam_last_epochs=None,
-                 complement="lle", binary_embedding="gbe", refresh_features=True, use_unpaired=True,
+                 complement="lle", binary_embedding="gbe", refresh_features=True,
                  dam_contrastive=0.0, ridge_weight=1.0,
                  preset="default", similarity=None, perplexity=None, gamma_scaling=None, unpaired_complement=None,
-                 unpaired_dam=None, cle_scaling=None, encoder=None, dam_stop=None, dam_agree_target=None, dam_lean=None,
+                 unpaired_dam=None, use_unpaired=None, cle_scaling=None, encoder=None, dam_stop=None,
+                 dam_agree_target=None, dam_lean=None,
                  cle_dtype=None, cle_gram=None, gbe_lr=None, gbe_max_iter=None, gbe_tol=None, gbe_schedule=None,
                  device="auto", n_threads=None, random_state=None, verbose=False, record_diagnostics=False):
         store_init_args(self, locals())
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
-        if not self.use_unpaired and not data.is_fully_paired:
-            data = data.subset(np.flatnonzero(data.paired_mask), name=data.name)  # the pairs alone
         opts = self.options_ = DMHOptions.of(self)  # the presets resolved, once
+        self.unpaired_choice_ = None
+        use = opts.use_unpaired
+        if use == "auto" and not data.is_fully_paired:
+            from .unpaired_choice import choose
+
+            choice = choose(self, data)
+            self.unpaired_choice_ = choice.as_dict()
+            use = choice.use
+            if self.verbose:
+                print(f"use_unpaired='auto': {choice.reason} ({choice.seconds:.0f} s)")
+        self.use_unpaired_ = bool(use) or data.is_fully_paired
+        if not self.use_unpaired_:
+            data = data.subset(np.flatnonzero(data.paired_mask), name=data.name)  # the pairs alone
         opts.check_memory(data)
         run = self._start(data, opts)
         self.rounds_ = [] if self.record_diagnostics else None
@@ -564,6 +588,9 @@ class DMH(BaseHasher):
         ridges = getattr(self, "ridge_encoders_", {})
         if ridges:  # files without it encode every view by its network
             meta["ridge_alpha"] = {m: r.alpha for m, r in ridges.items()}
+        if hasattr(self, "use_unpaired_"):  # what the fit used, and under "auto" why
+            meta["use_unpaired"] = self.use_unpaired_
+            meta["unpaired_choice"] = self.unpaired_choice_
         return meta
 
     def _set_extra_meta(self, meta):
@@ -582,6 +609,12 @@ class DMH(BaseHasher):
                 not all(isinstance(a, (int, float)) and a > 0 for a in alphas.values()):
             raise ParameterError(f"'ridge_alpha' must map 'image'/'text' to positive numbers, got {alphas!r}")
         self._ridge_alpha = {m: float(a) for m, a in alphas.items()}
+        if "use_unpaired" in meta:  # files written before "auto" existed do not say
+            used, choice = meta["use_unpaired"], meta.get("unpaired_choice")
+            if not isinstance(used, bool) or not (choice is None or isinstance(choice, dict)):
+                raise ParameterError(f"'use_unpaired' must be true or false and 'unpaired_choice' an object or null, "
+                                     f"got {used!r} and {choice!r}")
+            self.use_unpaired_, self.unpaired_choice_ = used, choice
 
     def _get_state(self):
         state = {}

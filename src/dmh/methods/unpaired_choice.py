@@ -1,0 +1,99 @@
+"""Whether a DMH fit uses its unpaired objects, chosen on held-out pairs (``use_unpaired="auto"``).
+
+The unpaired objects of a semi-paired set help DMH on some data and hurt it on other data
+(docs/quality.md: they help on UCI digits and fashion, and hurt on Wikipedia, where the missing
+descriptions that CLE complements are poor). No label says which; the pairs do. :func:`choose`
+holds out a seeded share of the pairs (:func:`dmh.selection.holdout_pairs`, the share ``dmh tune``
+holds out), fits the same DMH twice on the rest, once on every object and once on the pairs alone,
+and asks of each how well the held-out images and texts find their own partners by Hamming
+distance (the mean reciprocal rank over both directions, :func:`dmh.selection.pair_retrieval_scores`).
+The side that ranks them higher is used for the fit on all the data; a tie goes to every object
+(the paper's premise).
+
+The two candidate fits are full fits on about 85% of the pairs, so a semi-paired fit under
+``"auto"`` costs the fit itself plus one fit on every object and one on the pairs alone (the latter
+the cheaper: it has only the pairs). A fully paired set has nothing to choose and costs nothing
+more; a set with too few pairs to hold out 10 uses every object.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+import time
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..data import CrossModalData
+from ..errors import DataError
+
+__all__ = ["HOLDOUT_FRACTION", "UnpairedChoice", "choose", "seed_of"]
+
+#: the share of the pairs held out to choose (as ``dmh tune`` holds out: at least 50, at most 500
+#: pairs, never more than half of them)
+HOLDOUT_FRACTION = 0.15
+
+
+@dataclass(frozen=True)
+class UnpairedChoice:
+    """What ``use_unpaired="auto"`` chose and why: ``use`` (fit on every object or not), the held-out
+    pairs' score of each candidate (``every_object``, ``pairs_alone``: mean reciprocal rank of the
+    true partner, ``None`` where nothing was fitted), how many pairs were held out, the seconds the
+    two candidate fits took, and ``reason`` in words."""
+
+    use: bool
+    every_object: float | None
+    pairs_alone: float | None
+    n_heldout: int
+    seconds: float
+    reason: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def seed_of(random_state) -> int:
+    """An integer seed for the candidate fits and the held-out split: ``random_state`` itself when an
+    integer, drawn from a copy of a generator (the final fit's stream stays as it was), else fresh."""
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return int(copy.deepcopy(random_state).integers(2**31))
+    if isinstance(random_state, np.random.RandomState):
+        return int(copy.deepcopy(random_state).randint(2**31))
+    return int(np.random.default_rng().integers(2**31))
+
+
+def choose(model, data: CrossModalData) -> UnpairedChoice:
+    """Whether ``model`` (a DMH, its ``use_unpaired`` aside) should fit ``data`` on every object:
+    two candidate fits on ``data`` less its held-out pairs, scored on those pairs (module docstring)."""
+    from ..selection import holdout_pairs, pair_retrieval_scores
+
+    if data.is_fully_paired:
+        return UnpairedChoice(True, None, None, 0, 0.0, "every object is paired: nothing to choose")
+    seed = seed_of(model.random_state)
+    try:
+        fit_data, held = holdout_pairs(data, HOLDOUT_FRACTION, random_state=seed)
+    except DataError:
+        return UnpairedChoice(True, None, None, 0, 0.0,
+                              f"{data.n_paired} pairs, too few to hold out 10: every object (the paper's)")
+    params = {**model.get_params(deep=False), "random_state": seed, "verbose": False, "record_diagnostics": False}
+    scores = {}
+    t0 = time.perf_counter()
+    for use in (True, False):
+        candidate = type(model)(**{**params, "use_unpaired": use})
+        with warnings.catch_warnings():  # the fit on all the data warns for itself
+            warnings.simplefilter("ignore")
+            candidate.fit(fit_data)
+        s = pair_retrieval_scores(candidate.encode(held.image, modality="image"),
+                                  candidate.encode(held.text, modality="text"))
+        scores[use] = float(s["mrr"])
+        del candidate
+    seconds = time.perf_counter() - t0
+    use = scores[True] >= scores[False]
+    side = "every object" if use else "the pairs alone"
+    reason = (f"{held.n} held-out pairs rank their partners higher with {side} "
+              f"(mean reciprocal rank {scores[True]:.4f} every object, {scores[False]:.4f} pairs alone)")
+    return UnpairedChoice(use, scores[True], scores[False], held.n, seconds, reason)
