@@ -10,7 +10,7 @@ from dmh.methods import gbe
 from dmh.methods.dmh import PRESETS
 from dmh.selection import holdout_pairs
 
-TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30)
+TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30, use_unpaired=True)
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 

@@ -80,7 +80,12 @@ def test_key_params_and_model_params():
     full = {"ridge_solver": "sklearn", "gamma": 0.01, "device": "cpu"}
     assert _keys.key_params("dmh", full) == {"gamma": 0.01, "device": "cpu", **_keys.REMOVED_OPTIONS["dmh"]}
     assert _keys.key_params("dmh", {"ridge_solver": "dual"})["ridge_solver"] == "dual"  # not the old value: kept
-    assert _keys.fit_params("dmh", {"dam_tol": None, "gamma": 0.1}) == {"gamma": 0.1}
+    assert _keys.fit_params("dmh", {"dam_tol": None, "gamma": 0.1}) == {"gamma": 0.1, **_keys.ADDED_OPTIONS["dmh"]}
+    # an added option a key leaves out is fitted at the value it stands for, not today's default
+    cell_params = evaluation.full_params("dmh", {"ridge_solver": "sklearn", "use_unpaired": True})
+    assert "ridge_solver" not in cell_params and "use_unpaired" not in cell_params
+    fitted = _keys.fit_params("dmh", cell_params)
+    assert fitted["ridge_solver"] == "sklearn" and fitted["use_unpaired"] is True
     params, unknown = _keys.model_params("dmh", {"gamma": 0.1, "dam_tol": None, "gamam": 1}, {"gamma", "ridge_solver"})
     assert params == {"gamma": 0.1, "ridge_solver": "sklearn"} and unknown == ["gamam"]
     key = json.dumps({"params": {"device": "cuda", "gamma": 0.1}, "method": "dmh"})

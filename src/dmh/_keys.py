@@ -96,9 +96,14 @@ def paired_key_params(method: str, params: dict) -> dict:
 
 
 def fit_params(method: str, params: dict) -> dict:
-    """A cell's ``params`` as the method's ``__init__`` takes them (removed options left out)."""
+    """A cell's ``params`` as the method's ``__init__`` takes them: removed options left out, and an
+    added option the key leaves out at the value it stands for (the value every earlier result ran
+    with; not the method's default, which may have changed since)."""
     removed = REMOVED_OPTIONS.get(method, {})
-    return {k: v for k, v in params.items() if k not in removed}
+    out = {k: v for k, v in params.items() if k not in removed}
+    for name, value in ADDED_OPTIONS.get(method, {}).items():
+        out.setdefault(name, value)
+    return out
 
 
 def model_params(method: str, saved: dict, valid) -> tuple[dict, list[str]]:

@@ -228,7 +228,7 @@ def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_histo
     """Fit one cell on ``train``, score it on ``data``'s query and database sets; returns the
     finished cell ``{"key", "cell", "records", "fit_seconds"[, "history"]}`` (one record per task)."""
     klass = get_method_class(cell["method"])
-    params = fit_params(cell["method"], cell["params"])  # removed options are in the key, not the fit
+    params = fit_params(cell["method"], cell["params"])  # the key's params as the fit takes them (dmh._keys)
     model = klass(n_bits=cell["n_bits"], random_state=cell["seed"], **params)
     t0 = time.perf_counter()
     model.fit(train)

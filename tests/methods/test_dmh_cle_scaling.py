@@ -9,7 +9,7 @@ from dmh.diagnostics import _cosine, ranking_map
 from dmh.methods.dmh import PRESETS
 from dmh.methods.dmh_options import DMHOptions
 
-TINY = dict(d=16, hidden_size=32, n_rounds=1, dam_epochs=2, cle_max_iter=10, gbe_max_iter=20)
+TINY = dict(d=16, hidden_size=32, n_rounds=1, dam_epochs=2, cle_max_iter=10, gbe_max_iter=20, use_unpaired=True)
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 

@@ -8,7 +8,7 @@ from dmh import DMH, make_semi_paired
 from dmh.methods import cle, unpaired
 from dmh.methods.dmh import PRESETS
 
-TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30)
+TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30, use_unpaired=True)
 PAPER_UNPAIRED = dict(unpaired_complement="neighbours", unpaired_dam=True)
 OPTIONS = (dict(unpaired_complement="ridge"), dict(unpaired_dam=False))
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
