@@ -226,7 +226,8 @@ def _history(model) -> dict | None:
 
 def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_history: bool = False) -> dict:
     """Fit one cell on ``train``, score it on ``data``'s query and database sets; returns the
-    finished cell ``{"key", "cell", "records", "fit_seconds"[, "history"]}`` (one record per task)."""
+    finished cell ``{"key", "cell", "records", "fit_seconds"[, "unpaired_choice"][, "history"]}`` (one
+    record per task; ``unpaired_choice``: what a model's ``use_unpaired="auto"`` chose)."""
     klass = get_method_class(cell["method"])
     params = fit_params(cell["method"], cell["params"])  # the key's params as the fit takes them (dmh._keys)
     model = klass(n_bits=cell["n_bits"], random_state=cell["seed"], **params)
@@ -256,6 +257,9 @@ def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_histo
             }
         )
     entry = {"key": cell["key"], "cell": cell, "records": jsonable(records), "fit_seconds": round(fit_s, 3)}
+    choice = getattr(model, "unpaired_choice_", None)  # what DMH's use_unpaired="auto" chose, and why
+    if choice is not None:
+        entry["unpaired_choice"] = jsonable(choice)
     if keep_history:
         entry["history"] = jsonable(_history(model))
     return entry

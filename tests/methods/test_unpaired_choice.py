@@ -111,3 +111,14 @@ def test_cell_keys_hold_auto_only_where_objects_are_unpaired(toy_data):
     assert "use_unpaired" not in pinned["params"]  # the value every earlier result ran with
     full = make_cell(**{**base, "params": {"use_unpaired": True}}, paired_ratio=1.0)
     assert full["key"] == make_cell(**base, paired_ratio=1.0)["key"]
+
+
+def test_a_finished_cell_says_what_auto_chose(toy_data):
+    from dmh.evaluation import plan_evaluation, run_cells
+
+    tiny = {"dmh": {**TINY, "hidden_size": 16}}
+    cells = plan_evaluation(toy_data, "toy", ["dmh"], [8], [1.0, 0.5], [0], tiny)
+    entries = {e["cell"]["paired_ratio"]: e for e in run_cells(cells, {"data": toy_data})}
+    assert "unpaired_choice" not in entries[1.0]  # nothing to choose
+    choice = entries[0.5]["unpaired_choice"]
+    assert choice["use"] is (choice["every_object"] >= choice["pairs_alone"])
