@@ -62,7 +62,9 @@ def demo(bits, rounds, seed, out):
     params = {"n_rounds": rounds, "dam_epochs": DEMO_DAM_EPOCHS}
     click.echo(f"Fitting DMH (CLE -> GBE -> DAM) at {', '.join(map(str, bit_list))} bits, 100% and 50% pairing: "
                f"{n_fits} fits, reduced to be quick: {rounds} round{'s' if rounds > 1 else ''} of "
-               f"{DEMO_DAM_EPOCHS} DAM epochs (DMH's defaults: 3 rounds of 10 epochs).")
+               f"{DEMO_DAM_EPOCHS} DAM epochs (DMH's defaults: 3 rounds of 10 epochs); at 50% each fit first "
+               "fits two candidates on 85% of the pairs to choose whether to use the unpaired objects "
+               "(use_unpaired='auto').")
     records = run_evaluation(
         data, methods=["dmh"], bits=bit_list, paired_ratios=[1.0, 0.5], seeds=[seed],
         method_params={"dmh": params}, progress=True, source="uci-digits",
