@@ -122,3 +122,13 @@ def test_a_finished_cell_says_what_auto_chose(toy_data):
     assert "unpaired_choice" not in entries[1.0]  # nothing to choose
     choice = entries[0.5]["unpaired_choice"]
     assert choice["use"] is (choice["every_object"] >= choice["pairs_alone"])
+
+
+def test_a_fit_too_large_is_refused_before_the_candidates(semi, monkeypatch):
+    from dmh import errors
+    from dmh.methods import unpaired_choice as module
+
+    monkeypatch.setattr(errors, "_physical_memory", lambda: 1)
+    monkeypatch.setattr(module, "choose", lambda *a: pytest.fail("the candidates ran before the memory check"))
+    with pytest.raises(errors.ResourceError, match="DMH .* would need about"):
+        DMH(8, random_state=0, **TINY).fit(semi)

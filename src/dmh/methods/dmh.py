@@ -352,6 +352,8 @@ class DMH(BaseHasher):
         if use == "auto" and not data.is_fully_paired:
             from .unpaired_choice import choose
 
+            opts.check_memory(data)  # the fit on every object, refused before the candidates' work
+
             choice = choose(self, data)
             self.unpaired_choice_ = choice.as_dict()
             use = choice.use
