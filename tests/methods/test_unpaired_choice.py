@@ -7,7 +7,6 @@ import pytest
 from dmh import DMH, load_model, make_semi_paired
 from dmh.errors import ParameterError
 from dmh.evaluation import data_fingerprint, make_cell
-from dmh.methods import unpaired_choice
 from dmh.methods.dmh import PRESETS
 from dmh.selection import holdout_pairs, pair_retrieval_scores
 
@@ -38,9 +37,9 @@ def test_auto_fits_the_side_the_held_out_pairs_score_higher(semi, toy_data):
     m = DMH(8, random_state=0, **TINY).fit(semi)
     choice = m.unpaired_choice_
     assert m.use_unpaired_ is choice["use"] is (choice["every_object"] >= choice["pairs_alone"])
-    assert choice["n_heldout"] == holdout_pairs(semi, unpaired_choice.HOLDOUT_FRACTION)[1].n
+    assert choice["n_heldout"] == holdout_pairs(semi)[1].n
     # the candidates are the same DMH on the data less the held-out pairs, scored on those pairs
-    fit_data, held = holdout_pairs(semi, unpaired_choice.HOLDOUT_FRACTION, random_state=0)
+    fit_data, held = holdout_pairs(semi, random_state=0)
     for use, name in ((True, "every_object"), (False, "pairs_alone")):
         c = DMH(8, random_state=0, use_unpaired=use, **TINY).fit(fit_data)
         s = pair_retrieval_scores(c.encode(held.image, modality="image"), c.encode(held.text, modality="text"))

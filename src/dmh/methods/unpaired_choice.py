@@ -29,11 +29,7 @@ import numpy as np
 from ..data import CrossModalData
 from ..errors import DataError
 
-__all__ = ["HOLDOUT_FRACTION", "UnpairedChoice", "choose", "seed_of"]
-
-#: the share of the pairs held out to choose (as ``dmh tune`` holds out: at least 50, at most 500
-#: pairs, never more than half of them)
-HOLDOUT_FRACTION = 0.15
+__all__ = ["UnpairedChoice", "choose", "seed_of"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +71,7 @@ def choose(model, data: CrossModalData) -> UnpairedChoice:
         return UnpairedChoice(True, None, None, 0, 0.0, "every object is paired: nothing to choose")
     seed = seed_of(model.random_state)
     try:
-        fit_data, held = holdout_pairs(data, HOLDOUT_FRACTION, random_state=seed)
+        fit_data, held = holdout_pairs(data, random_state=seed)  # dmh tune's share: 15%, 50 to 500 pairs
     except DataError:
         return UnpairedChoice(True, None, None, 0, 0.0,
                               f"{data.n_paired} pairs, too few to hold out 10: every object (the paper's)")
