@@ -152,8 +152,8 @@ def log_stages(t_start: float, log: list | None = None):
             t0 = time.perf_counter()
             out = real(*args, **kwargs)
             now = time.perf_counter()
+            rss = _rss_gib()  # first: the peak read after it is at least as high
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
-            rss = _rss_gib()
             print(f"[{now - t_start:7.1f} s] {label} {now - t0:.1f} s, resident {rss:.2f} GiB "
                   f"(peak so far {peak:.2f})", file=sys.stderr, flush=True)
             if log is not None:
