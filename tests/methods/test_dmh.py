@@ -593,3 +593,22 @@ def test_docstring_example_runs():
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.attempted >= 5 and result.failed == 0
+
+
+def test_gbe_exaggeration_reaches_gbe_and_is_left_out_of_keys_at_one(semi):
+    """``gbe_exaggeration`` (GBE's attraction weight): both presets give 1 (the paper's loss), which
+    earlier cell keys stand for; another value changes the codes and enters the key; a non-positive
+    value is refused."""
+    from dmh.evaluation import full_params
+
+    assert DMHOptions.of(DMH(16)).gbe_exaggeration == 1.0 == DMHOptions.of(DMH(16, preset="paper")).gbe_exaggeration
+    assert "gbe_exaggeration" not in full_params("dmh", {})
+    assert full_params("dmh", {"gbe_exaggeration": 2.0})["gbe_exaggeration"] == 2.0
+    base = DMH(8, random_state=0, **TINY).fit(semi)
+    same = DMH(8, random_state=0, gbe_exaggeration=1.0, **TINY).fit(semi)
+    more = DMH(8, random_state=0, gbe_exaggeration=2.0, **TINY).fit(semi)
+    assert np.array_equal(base.codes_, same.codes_)
+    assert not np.array_equal(base.codes_, more.codes_)
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError, match="gbe_exaggeration"):
+            DMH(16, gbe_exaggeration=bad).check_hyperparameters()

@@ -340,3 +340,44 @@ def test_cosine_schedule_decays_the_step_and_settles():
     assert np.array_equal(a.codes, b.codes) and a.loss[-1][1] < a.loss[0][1]
     with pytest.raises(ValueError, match="gbe_schedule must be"):
         gbe.fit_gbe(Y, 8, schedule="linear")
+
+
+@pytest.mark.parametrize("kind", ["clip", "perplexity"])
+@pytest.mark.parametrize("rho", [2.0, 0.5])
+def test_exaggeration_scales_the_attraction_and_is_the_gradient_of_its_loss(kind, rho):
+    """``exaggeration`` rho: the loss rho * KL + (1 - rho) log Z and its exact gradient (autograd), in
+    both solvers (the sampled one exact when the draws cover every pair); rho = 1 is the paper's."""
+    n = 37
+    Y, H, _ = _setup(n=n)
+    S = gbe.PairSimilarity(Y, kind, perplexity=3.0, chunk_size=7)
+    P = S.block(0, n) if kind == "perplexity" else _dense_p(Y, kind)
+    Hr = H.clone().requires_grad_()
+    ref = gbe.gbe_loss_dense(Hr, P, gamma=0.3, exaggeration=rho)
+    ref.backward()
+    plain = gbe.gbe_loss_and_grad(H, S, gamma=0.3, chunk_size=7)
+    S.exaggeration = rho
+    loss, grad = gbe.gbe_loss_and_grad(H, S, gamma=0.3, chunk_size=7)
+    assert loss == pytest.approx(float(ref), rel=1e-10)
+    torch.testing.assert_close(grad, Hr.grad, rtol=1e-9, atol=1e-12)
+    assert not torch.allclose(grad, plain[1])
+    Ss = gbe_sampled.SampledSimilarity(Y, kind, n_neighbors=4, chunk_size=7, perplexity=3.0)
+    Ss.exaggeration = rho
+    J = torch.arange(n).repeat(-(-n // 11), 1)
+    for sampled in (gbe_sampled.gbe_loss_and_grad_sampled, gbe_sampled.gbe_loss_and_grad_sampled_batched):
+        l2, g2 = sampled(H, Ss, J, 0.3, chunk_size=11)
+        assert l2 == pytest.approx(loss, rel=1e-10)
+        torch.testing.assert_close(g2, grad, rtol=1e-9, atol=1e-12)
+
+
+def test_exaggeration_one_is_the_paper_loss_and_bad_values_are_refused():
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((60, 5))
+    kw = dict(similarity="perplexity", perplexity=5.0, max_iter=20, rng=0, init="projection")
+    a = gbe.fit_gbe(Y, 8, **kw)
+    b = gbe.fit_gbe(Y, 8, exaggeration=1.0, **kw)
+    np.testing.assert_array_equal(a.relaxed, b.relaxed)
+    c = gbe.fit_gbe(Y, 8, exaggeration=2.0, **kw)
+    assert not np.array_equal(a.relaxed, c.relaxed)
+    for bad in (0, -1.0, float("nan"), float("inf"), "2", True):
+        with pytest.raises(ValueError, match="gbe_exaggeration must be a positive number"):
+            gbe.fit_gbe(Y, 8, exaggeration=bad, **kw)

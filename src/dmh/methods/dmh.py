@@ -215,6 +215,11 @@ class DMH(BaseHasher):
         GBE's step: ``gbe_lr`` throughout, or decaying from ``gbe_lr`` to zero over
         ``gbe_max_iter`` steps along a half cosine, the warm-started rounds from
         :data:`GBE_WARM_LR` of the step with :data:`GBE_WARM_STEPS` of the budget.
+    gbe_exaggeration : float or None
+        GBE's attraction weight ``rho`` (t-SNE's exaggeration, for the whole fit):
+        ``rho * KL(S^Y || S^H) + (1 - rho) log Z`` in place of the KL term, so each object's
+        neighbours in Y pull harder against the repulsion of all pairs and the codes form fewer,
+        tighter groups; ``1`` is the paper's loss (:mod:`dmh.methods.gbe`).
     device : {"auto", "cpu", "cuda"}, default="auto"
         Where GBE and DAM run (``"auto"``: CUDA when available). CLE and all randomness stay on the
         CPU; the fitted networks are moved back to the CPU, so encoding and saving need no GPU.
@@ -323,6 +328,7 @@ class DMH(BaseHasher):
         "dam_lean": [Boolean(), None], "cle_dtype": [Options("auto", "float64", "float32"), None],
         "cle_gram": [Boolean(), None], "gbe_lr": [POSITIVE, None], "gbe_max_iter": [POSITIVE_INT, None],
         "gbe_tol": [NON_NEGATIVE, None], "gbe_schedule": [Options("constant", "cosine"), None],
+        "gbe_exaggeration": [Interval(numbers.Real, 0, None, closed="neither"), None],
         # the run's
         "device": [Options("auto", "cpu", "cuda")], "n_threads": [Interval(numbers.Integral, 1, MAX_THREADS), None],
         "verbose": [Boolean()], "record_diagnostics": [Boolean()],
@@ -341,6 +347,7 @@ class DMH(BaseHasher):
                  unpaired_dam=None, use_unpaired=None, cle_scaling=None, encoder=None, dam_stop=None,
                  dam_agree_target=None, dam_lean=None,
                  cle_dtype=None, cle_gram=None, gbe_lr=None, gbe_max_iter=None, gbe_tol=None, gbe_schedule=None,
+                 gbe_exaggeration=None,
                  device="auto", n_threads=None, random_state=None, verbose=False, record_diagnostics=False):
         store_init_args(self, locals())
 
@@ -474,7 +481,8 @@ class DMH(BaseHasher):
                 g = gbe.fit_gbe(
                     run.Y, opts.n_bits, gamma=opts.quantization_weight(), similarity=opts.similarity,
                     quantization=opts.quantization, init=opts.gbe_init, H_init=run.H_relaxed, lr=lr,
-                    max_iter=max_iter, tol=opts.gbe_tol, schedule=opts.gbe_schedule, chunk_size=opts.chunk_size,
+                    max_iter=max_iter, tol=opts.gbe_tol, schedule=opts.gbe_schedule,
+                    exaggeration=float(opts.gbe_exaggeration), chunk_size=opts.chunk_size,
                     rng=run.rng, perplexity=opts.perplexity, solver=opts.gbe_solver, device=run.device, timings=parts,
                 )
                 run.clock.add("gbe_", parts)

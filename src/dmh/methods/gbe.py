@@ -41,6 +41,11 @@ Options beyond the paper (all off by default; GBE-level probes, docs/log/quality
 ``kernel_dof`` ``a`` makes the kernel a Student t of ``a`` degrees of freedom,
 ``(1 + D/(s a))^-((a+1)/2)`` (van der Maaten 2009 suggests ``a = c - 1`` for a c-dimensional
 embedding; a GBE-only probe, not a DMH option: docs/log/quality.md found no gain).
+``exaggeration`` ``rho`` multiplies the KL term's attraction, ``rho * sum_ij S^Y_ij log(S^Y_ij /
+K_ij) + log Z`` (t-SNE's exaggeration, kept for the whole fit rather than its first steps: Böhm,
+Berens and Kobak 2022, "Attraction-repulsion spectrum in neighbor embeddings"): neighbourhoods pull
+together harder, so the codes form fewer, tighter groups; ``rho = 1`` is the paper's loss, bit for
+bit. Both solvers support it.
 
 Memory: ``S^Y`` is cached as a dense float32 n x n matrix when it fits in ``cache_bytes``;
 otherwise it is recomputed block by block from ``Y`` at every iteration. Everything else is
@@ -237,6 +242,9 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
             g_att[s:e] = A.sum(1, keepdim=True) * H[s:e] - A @ H
         K.mul_(W)  # K w (for a = 1: w^2, in place)
         g_rep[s:e] = K.sum(1, keepdim=True) * H[s:e] - K @ H
+    rho = getattr(S, "exaggeration", 1.0)
+    if rho != 1.0:  # the attraction scaled (t-SNE's exaggeration), the repulsion not
+        g_att.mul_(rho)
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
     factor = power / (a * kernel_scale)
     if factor != 1.0:
@@ -256,13 +264,13 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
     grad += (2.0 * gamma * qs) * Rq
     loss = math.nan
     if with_loss:
-        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64)) + extra
+        loss = rho * (S.plogp - cross) + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64)) + extra
     return loss, grad
 
 
 def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization: str = "mean",
                    kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
-                   kernel_dof: float = 1.0) -> torch.Tensor:
+                   kernel_dof: float = 1.0, exaggeration: float = 1.0) -> torch.Tensor:
     """Reference loss in plain dense torch (for tests: autograd of this = the blockwise gradient)."""
     n, c = H.shape
     D = 0.25 / (kernel_scale * kernel_dof) * torch.cdist(H, H) ** 2
@@ -272,6 +280,8 @@ def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization:
     p = P[off]
     pos = p > 0
     kl = (p[pos] * torch.log(p[pos] / Q[pos])).sum()
+    if exaggeration != 1.0:  # rho (sum p log p - sum p log K) + log Z, with sum p = 1
+        kl = exaggeration * kl + (1.0 - exaggeration) * torch.log(K[off].sum())
     h = sign_pm1(H.detach())
     extra = balance * (H.mean(0) ** 2).sum()
     extra = extra + decorrelation / c * ((H.T @ H / n - torch.eye(c, dtype=H.dtype)) ** 2).sum()
@@ -327,7 +337,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
             kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
             kernel_dof: float = 1.0,
-            schedule: str = "constant") -> GBEResult:
+            schedule: str = "constant", exaggeration: float = 1.0) -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
     The step is Adam (the gradient of the KL term is O(1/n), so a plain step size would have to
@@ -355,6 +365,9 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
         raise ParameterError(f"gbe_solver must be 'auto', 'exact' or 'approx', got {solver!r}")
     if schedule not in ("constant", "cosine"):
         raise ParameterError(f"gbe_schedule must be 'constant' or 'cosine', got {schedule!r}")
+    if not (isinstance(exaggeration, (int, float)) and not isinstance(exaggeration, bool)
+            and math.isfinite(exaggeration) and exaggeration > 0):
+        raise ParameterError(f"gbe_exaggeration must be a positive number, got {exaggeration!r}")
     plain_loss = kernel_scale == 1.0 and kernel_dof == 1.0 and not balance and not decorrelation
     if solver == "auto":
         solver = "approx" if Y.shape[0] >= APPROX_MIN_N and plain_loss else "exact"
@@ -376,6 +389,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     else:
         S = SampledSimilarity(Yt, similarity, n_neighbors=n_neighbors, chunk_size=chunk_size,
                               perplexity=perplexity)
+    S.exaggeration = float(exaggeration)
     H0 = init_codes(Y, n_bits, init, rng) if H_init is None else np.asarray(H_init)
     H = torch.tensor(H0, dtype=dtype, device=device)
     if solver == "approx":

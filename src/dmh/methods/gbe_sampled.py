@@ -137,13 +137,16 @@ def _sampled_result(H, S, g_att, g_rep, Zq: float, cross: float, gamma: float, q
                     with_loss: bool) -> tuple[float, torch.Tensor]:
     """The sampled solvers' last step: gradient from the attraction, the repulsion and the
     normaliser ``Zq``, plus the quantisation term; the loss when asked for."""
+    rho = getattr(S, "exaggeration", 1.0)
+    if rho != 1.0:
+        g_att.mul_(rho)
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
     qs = _quant_scale(H.shape[0], quantization)
     Rq = H - sign_pm1(H)
     grad += (2.0 * gamma * qs) * Rq
     loss = math.nan
     if with_loss:
-        loss = S.plogp - cross + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
+        loss = rho * (S.plogp - float(cross)) + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
     return loss, grad
 
 
