@@ -50,6 +50,8 @@ VARIANTS = {
 DOF_PREFIX = "perplexity 30 + dof "
 # "perplexity 30 + gamma G": DMH's default S^Y with GBE's quantization weight G (default 0.01)
 GAMMA_PREFIX = "perplexity 30 + gamma "
+# "perplexity 30 + exaggeration R": DMH's default S^Y with GBE's attraction weighted by R (DMH's gbe_exaggeration)
+EXAGGERATION_PREFIX = "perplexity 30 + exaggeration "
 
 
 def _number(text: str, what: str) -> float:
@@ -71,11 +73,15 @@ def _variant(name: str, bits: int) -> dict:
     if name.startswith(GAMMA_PREFIX):
         return dict(similarity="perplexity", perplexity=30.0,
                     gamma=_number(name[len(GAMMA_PREFIX):], "gamma"))
+    if name.startswith(EXAGGERATION_PREFIX):
+        return dict(similarity="perplexity", perplexity=30.0,
+                    exaggeration=_number(name[len(EXAGGERATION_PREFIX):], "exaggeration"))
     if name not in VARIANTS and name.startswith("perplexity "):  # "perplexity N": any perplexity
         return dict(similarity="perplexity", perplexity=_number(name.split(maxsplit=1)[1], "perplexity"))
     if name not in VARIANTS:
         raise SystemExit(f"quality_gbe_probe.py: error: --variants: unknown variant {name!r}; known: "
-                         f"{', '.join(VARIANTS)}, 'perplexity N', '{DOF_PREFIX}A|c-1|c/4|c/16', '{GAMMA_PREFIX}G'")
+                         f"{', '.join(VARIANTS)}, 'perplexity N', '{DOF_PREFIX}A|c-1|c/4|c/16', '{GAMMA_PREFIX}G', "
+                         f"'{EXAGGERATION_PREFIX}R'")
     kw = dict(VARIANTS[name])
     if kw.get("kernel_scale") == "bits":
         kw["kernel_scale"] = bits / 16
