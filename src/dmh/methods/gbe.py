@@ -85,6 +85,9 @@ class PairSimilarity:
     normalised) and :func:`gbe_loss_and_grad` reads it there, so no n x n
     matrix of it is ever formed (``cache`` is None; :meth:`block` gives dense rows on request)."""
 
+    #: the weight of the KL term's attraction (:func:`fit_gbe`'s ``exaggeration``; 1: the paper's loss)
+    exaggeration = 1.0
+
     def __init__(self, Y: torch.Tensor, kind: str = "clip", chunk_size: int = 1024,
                  cache_bytes: int = 2 * 1024**3, perplexity: float = 30.0):
         if kind not in SIMILARITIES:
@@ -242,7 +245,7 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
             g_att[s:e] = A.sum(1, keepdim=True) * H[s:e] - A @ H
         K.mul_(W)  # K w (for a = 1: w^2, in place)
         g_rep[s:e] = K.sum(1, keepdim=True) * H[s:e] - K @ H
-    rho = getattr(S, "exaggeration", 1.0)
+    rho = S.exaggeration
     if rho != 1.0:  # the attraction scaled (t-SNE's exaggeration), the repulsion not
         g_att.mul_(rho)
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)

@@ -28,6 +28,9 @@ class SampledSimilarity:
     One blockwise pass over all pairs (O(n^2 d) time once, O(n chunk) memory) finds the
     neighbours, the normaliser and ``sum P log P``; nothing n x n is stored."""
 
+    #: the weight of the KL term's attraction (:func:`dmh.methods.gbe.fit_gbe`'s ``exaggeration``)
+    exaggeration = 1.0
+
     def __init__(self, Y: torch.Tensor, kind: str = "clip", n_neighbors: int = 15, chunk_size: int = 1024,
                  perplexity: float = 30.0):
         if kind not in SIMILARITIES:
@@ -137,7 +140,7 @@ def _sampled_result(H, S, g_att, g_rep, Zq: float, cross: float, gamma: float, q
                     with_loss: bool) -> tuple[float, torch.Tensor]:
     """The sampled solvers' last step: gradient from the attraction, the repulsion and the
     normaliser ``Zq``, plus the quantisation term; the loss when asked for."""
-    rho = getattr(S, "exaggeration", 1.0)
+    rho = S.exaggeration
     if rho != 1.0:
         g_att.mul_(rho)
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
