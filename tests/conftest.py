@@ -160,6 +160,11 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture
 def toy_data():
     """Two noisy views of 4 clusters, fully paired, with class labels and a split."""
+    return make_toy_data()
+
+
+def make_toy_data():
+    """The ``toy_data`` fixture's data (the same arrays on every call), for module-scoped fixtures."""
     from dmh import CrossModalData
 
     rng = np.random.default_rng(0)

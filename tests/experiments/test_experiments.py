@@ -26,7 +26,7 @@ from dmh.experiments import (
 from dmh.experiments.runner import _load_datasets
 from dmh.methods import method_names
 
-from ..conftest import SHARED_DATA, WIKI, requires_file, skip_unless
+from ..conftest import SHARED_DATA, WIKI, make_toy_data, requires_file, skip_unless
 
 PAPER_TEX = Path(__file__).resolve().parents[2] / ".." / "shared" / "paper" / "dmh-paper.tex"
 EXPECTED = {"table1", "fig2", "fig3", "fig4", "table7", "table8", "fig5", "fig6"}
@@ -242,6 +242,26 @@ def toy_file(tmp_path, toy_data):
     return save_data(toy_data, tmp_path / "toy.npz")
 
 
+@pytest.fixture(scope="module")
+def table8_toy(tmp_path_factory):
+    """``reproduce table8 --quick --no-plots`` on the toy data, fitted once for the tests that start
+    from a finished run: (the toy file, its finished folder). A test copies the folder (``_copy``)
+    rather than write into it."""
+    root = tmp_path_factory.mktemp("table8_toy")
+    toy = save_data(make_toy_data(), root / "toy.npz")
+    out = root / "t8"
+    assert main(["reproduce", "table8", "--quick", "--datasets", f"toy={toy}", "--no-plots", "--out", str(out)]) == 0
+    assert len(load_cells(out)) == 4
+    return toy, out
+
+
+def _copy(folder: Path, to: Path) -> Path:
+    import shutil
+
+    shutil.copytree(folder, to)
+    return to
+
+
 @pytest.fixture
 def count_fits(monkeypatch):
     """Count DMH fits; ``fail_at`` makes that fit raise KeyboardInterrupt (an interrupted run)."""
@@ -291,12 +311,10 @@ def test_quick_table8_writes_everything_and_resumes(toy_file, tmp_path, count_fi
 
 
 @quiet
-def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_fits, capsys):
-    t8 = tmp_path / "t8"
+def test_cells_of_another_run_are_reused_not_refitted(table8_toy, tmp_path, count_fits, capsys):
+    toy_file, t8_done = table8_toy
+    t8 = _copy(t8_done, tmp_path / "t8")
     base = ["--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
-    assert main(["reproduce", "table8", *base, "--out", str(t8)]) == 0
-    assert count_fits["n"] == 4
-    count_fits["n"] = 0
     # table1's DMH at 50% has other quick settings than table8's, fig4's has the same as table1's
     t1 = tmp_path / "t1"
     assert main(["reproduce", "table1", *base, "--out", str(t1), "--ratios", "0.5",
@@ -325,15 +343,14 @@ def test_cells_of_another_run_are_reused_not_refitted(toy_file, tmp_path, count_
 
 
 @quiet
-def test_a_kept_report_folder_is_reused_through_its_metrics(toy_file, tmp_path, count_fits, capsys):
+def test_a_kept_report_folder_is_reused_through_its_metrics(table8_toy, tmp_path, count_fits, capsys):
     """The folders in docs/results keep report, config, metrics and plots but not cells.json: a run
     with more seeds must still reuse their cells (it refitted all of them), from metrics.json's
     records, which carry each cell's key."""
     import shutil
 
+    toy_file, first = table8_toy
     base = ["reproduce", "table8", "--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
-    first = tmp_path / "first"
-    assert main([*base, "--out", str(first)]) == 0
     kept = tmp_path / "kept"
     kept.mkdir()
     for name in ("metrics.json", "config.json", "report.md"):
@@ -371,12 +388,10 @@ def test_a_convergence_figure_does_not_take_cells_without_their_history(toy_file
 
 
 @quiet
-def test_shards_split_the_cells_and_a_plain_run_assembles_them(toy_file, tmp_path, count_fits, capsys):
+def test_shards_split_the_cells_and_a_plain_run_assembles_them(table8_toy, tmp_path, count_fits, capsys):
+    toy_file, whole = table8_toy
     base = ["reproduce", "table8", "--quick", "--datasets", f"toy={toy_file}", "--no-plots"]
-    whole = tmp_path / "whole"
-    assert main([*base, "--out", str(whole)]) == 0
-    n_all = count_fits["n"]
-    count_fits["n"] = 0
+    n_all = len(load_cells(whole))  # one DMH fit per cell
     shards = [tmp_path / f"shard{k}" for k in (1, 2, 3)]
     for k, out in enumerate(shards, 1):
         assert main([*base, "--shard", f"{k}/3", "--out", str(out)]) == 0
