@@ -46,7 +46,8 @@ ADDED_OPTIONS: dict[str, dict[str, object]] = {
     "dmh": {"dam_precision": "float32", "gamma_scaling": "none", "ridge_solver": "sklearn",
             "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None, "dam_contrastive": 0.0,
             "use_unpaired": True, "dam_first_target": None, "dam_last_epochs": None,
-            "encoder": "network", "ridge_weight": 1.0, "gbe_exaggeration": 1.0},
+            "encoder": "network", "ridge_weight": 1.0, "gbe_exaggeration": 1.0,
+            "block_bits": None},
     "sadch": {"input_scaling": "feature"},
 }
 

@@ -615,3 +615,36 @@ def test_gbe_exaggeration_reaches_gbe_and_is_left_out_of_keys_at_one(semi):
     for bad in (0, -1.0):
         with pytest.raises(ValueError, match="gbe_exaggeration"):
             DMH(16, gbe_exaggeration=bad).check_hyperparameters()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_block_bits_puts_independent_fits_side_by_side(semi, toy_data, tmp_path):
+    """``block_bits``: the code is the blocks' codes concatenated, each block a one-fit DMH of its
+    share of the bits on the same data with its own seed (drawn from ``random_state``): the same
+    seed gives the same codes, a file gives them back, ``None`` is left out of cell keys, and a
+    block as long as the code is the one fit."""
+    from dmh.evaluation import full_params
+    from dmh.methods.dmh import block_sizes
+
+    assert block_sizes(16, 3) == [6, 5, 5] and block_sizes(128, 4) == [32] * 4 and block_sizes(8, 1) == [8]
+    assert "block_bits" not in full_params("dmh", {}) and full_params("dmh", {"block_bits": 32})["block_bits"] == 32
+    m = DMH(16, random_state=0, block_bits=6, **TINY).fit(semi)
+    assert [b.n_bits_ for b in m.blocks_] == [6, 5, 5] and m.codes_.shape == (semi.n_objects, 16)
+    assert m.nets_ is None and all(b.blocks_ is None and b.block_bits is None for b in m.blocks_)
+    seeds = np.random.default_rng(0).integers(2**31, size=3)
+    X = toy_data.image
+    parts = [DMH(n, random_state=int(s), **TINY).fit(semi).encode(X, "image")
+             for n, s in zip((6, 5, 5), seeds, strict=True)]
+    np.testing.assert_array_equal(m.encode(X, "image"), np.concatenate(parts, axis=1))
+    again = DMH(16, random_state=0, block_bits=6, **TINY).fit(semi)
+    np.testing.assert_array_equal(again.encode(toy_data.text, "text"), m.encode(toy_data.text, "text"))
+    m2 = load_model(m.save(tmp_path / "blocks.npz"))
+    assert m2.get_params() == m.get_params() and [b.n_bits_ for b in m2.blocks_] == [6, 5, 5]
+    for modality in ("image", "text"):
+        X = getattr(toy_data, modality)
+        np.testing.assert_array_equal(m2.encode(X, modality), m.encode(X, modality))
+    one = DMH(8, random_state=0, block_bits=8, **TINY).fit(semi)
+    assert one.blocks_ is None
+    np.testing.assert_array_equal(one.codes_, DMH(8, random_state=0, **TINY).fit(semi).codes_)
+    with pytest.raises(ValueError, match="block_bits"):
+        DMH(8, block_bits=0).check_hyperparameters()

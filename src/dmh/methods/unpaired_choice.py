@@ -75,7 +75,10 @@ def choose(model, data: CrossModalData) -> UnpairedChoice:
     except DataError:
         return UnpairedChoice(True, None, None, 0, 0.0,
                               f"{data.n_paired} pairs, too few to hold out 10: every object (the paper's)")
-    params = {**model.get_params(deep=False), "random_state": seed, "verbose": False, "record_diagnostics": False}
+    # one fit per candidate even where the model's codes are made of blocks (``block_bits``): the
+    # choice is about the data, and every block's fit sees the same data
+    params = {**model.get_params(deep=False), "random_state": seed, "verbose": False, "record_diagnostics": False,
+              "block_bits": None}
     scores = {}
     t0 = time.perf_counter()
     for use in (True, False):
