@@ -36,11 +36,19 @@ from .selection import _cosine
 __all__ = ["model_at_round", "ranking_map", "diagnose"]
 
 
+def _check_recorded(model) -> None:
+    """Refuse a model without per-round records, saying why (one line)."""
+    if getattr(model, "blocks_", None):
+        raise ParameterError("the model's code is made of blocks (block_bits): diagnose each of its blocks_, "
+                             "each fitted with record_diagnostics=True")
+    if getattr(model, "rounds_", None) is None:
+        raise ParameterError("the model was not fitted with record_diagnostics=True")
+
+
 def model_at_round(model, r: int):
     """A copy of a DMH fitted with ``record_diagnostics=True`` whose networks are those after round
     ``r`` (0-based): the model a fit with ``n_rounds = r + 1`` would have given."""
-    if getattr(model, "rounds_", None) is None:
-        raise ParameterError("the model was not fitted with record_diagnostics=True")
+    _check_recorded(model)
     if not 0 <= r < len(model.rounds_):
         raise ParameterError(f"round must lie in 0..{len(model.rounds_) - 1}, got {r}")
     from .methods import dam
@@ -108,8 +116,7 @@ def diagnose(model, train: CrossModalData, held=None, query: CrossModalData | No
     from .evaluation import evaluate_model
     from .selection import code_health, score_model
 
-    if getattr(model, "rounds_", None) is None:
-        raise ParameterError("the model was not fitted with record_diagnostics=True")
+    _check_recorded(model)
     L = label_matrix(train.labels) if train.labels is not None else None
     out = []
     for r, rec in enumerate(model.rounds_):

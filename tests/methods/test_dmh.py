@@ -649,3 +649,16 @@ def test_block_bits_puts_independent_fits_side_by_side(semi, toy_data, tmp_path)
     np.testing.assert_array_equal(one.codes_, DMH(8, random_state=0, **TINY).fit(semi).codes_)
     with pytest.raises(ValueError, match="block_bits"):
         DMH(8, block_bits=0).check_hyperparameters()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_model_of_blocks_keeps_each_blocks_rounds(semi):
+    """``record_diagnostics`` with ``block_bits``: each block keeps its rounds; asking the model
+    itself for a round says to ask its blocks."""
+    from dmh.diagnostics import model_at_round
+
+    m = DMH(8, random_state=0, block_bits=4, record_diagnostics=True, **TINY).fit(semi)
+    assert m.rounds_ is None and all(len(b.rounds_) == TINY["n_rounds"] for b in m.blocks_)
+    with pytest.raises(ParameterError, match="made of blocks"):
+        model_at_round(m, 0)
+    assert model_at_round(m.blocks_[0], 1).encode(semi.image, "image").shape == (semi.n_objects, 4)
