@@ -47,3 +47,21 @@ def results_file(parser: argparse.ArgumentParser, path: str, name: str = "--out"
     if not isinstance(records, list):
         parser.error(f"{name} {path}: not a results file of this script (a JSON list)")
     return records
+
+
+def param_dict(parser: argparse.ArgumentParser, items, name: str = "--param") -> dict:
+    """``KEY=VALUE`` strings as a dict, each value read as a Python literal where it is one (else
+    kept as the string); an item without ``=`` is ``parser.error``."""
+    import ast
+
+    params = {}
+    for item in items:
+        if "=" not in item:
+            parser.error(f"{name}: expected KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass
+        params[key] = value
+    return params

@@ -15,7 +15,6 @@ test MAP, MAP@50 and precision@10 (image->text, text->image). Records are append
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 import time
@@ -31,7 +30,7 @@ from dmh.metrics import topn_precision
 from dmh.selection import holdout_pairs, neighbourhood_scores, pair_retrieval_scores
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmarks' shared helpers
-from _data import int_list, load_or_exit, results_file  # noqa: E402
+from _data import int_list, load_or_exit, param_dict, results_file  # noqa: E402
 
 
 class _Side:
@@ -86,16 +85,7 @@ def main(argv=None):
     if args.blocks < 1:
         ap.error(f"--blocks must be at least 1, got {args.blocks}")
     results = results_file(ap, args.out)
-    params = {}
-    for item in args.param:
-        if "=" not in item:
-            ap.error(f"--param: expected KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            v = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            pass
-        params[k] = v
+    params = param_dict(ap, args.param)
     data = load_or_exit(ap, args.data)
     train = data.train()
     if args.ratio < 1.0:

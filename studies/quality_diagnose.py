@@ -12,7 +12,6 @@ protocol; no held-out pairs, so no label-free pair score). Test MAP is reported 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 import time
@@ -26,7 +25,7 @@ from dmh.diagnostics import diagnose, format_report
 from dmh.selection import holdout_pairs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmarks' shared helpers
-from _data import int_list, load_or_exit, results_file  # noqa: E402
+from _data import int_list, load_or_exit, param_dict, results_file  # noqa: E402
 
 
 def main(argv=None):
@@ -40,18 +39,9 @@ def main(argv=None):
     ap.add_argument("--full", action="store_true", help="fit on the whole training set (table1's protocol)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    params = {}
     bits = int_list(ap, args.bits, "--bits")
     results = results_file(ap, args.out)
-    for item in args.param:
-        if "=" not in item:
-            ap.error(f"--param: expected KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            v = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            pass
-        params[k] = v
+    params = param_dict(ap, args.param)
     data = load_or_exit(ap, args.data)
     train = data.train()
     if args.ratio < 1.0:
