@@ -155,9 +155,8 @@ class DMH(BaseHasher):
         blocks' distances, which averages out what one fit gets wrong: on dense CNN features
         (fashion, 5 seeds) category MAP rose by 0.013 at 64 bits and 0.026-0.029 at 128 with
         ``block_bits=32``, while the held-out pairs found their own partners less well there
-        (docs/quality.md). The fit takes
-        about as many times longer as there are blocks; ``None`` (or ``block_bits >= n_bits``) is
-        the paper's one fit.
+        (docs/quality.md). The fit takes about as many times longer as there are blocks; ``None``
+        (or ``block_bits >= n_bits``) is the paper's one fit.
     dam_contrastive : float, default=0.0
         Weight of a cross-modal contrastive term in DAM: each network is also trained to pick each
         paired object's partner among its batch's partners by the cosine similarity of its outputs
@@ -288,10 +287,10 @@ class DMH(BaseHasher):
     n_iter_ : int
         Outer rounds run (``n_rounds``).
     blocks_ : list of DMH
-        With more than one block (``block_bits``): the fitted blocks, in the order their codes are concatenated (their
-        ``codes_``, ``history_`` and ``rounds_`` are theirs; the model's ``codes_`` is the
-        concatenation, and ``nets_``, ``features_``, ``history_`` and ``rounds_`` are ``None``).
-        ``None`` for one fit.
+        With more than one block (``block_bits``): the fitted blocks, in the order their codes are
+        concatenated (their ``codes_``, ``history_`` and ``rounds_`` are theirs; the model's
+        ``codes_`` is the concatenation, and ``nets_``, ``features_``, ``history_`` and ``rounds_``
+        are ``None``). ``None`` for one fit.
 
     Examples
     --------
