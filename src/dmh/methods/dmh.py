@@ -690,8 +690,7 @@ class DMH(BaseHasher):
         for n_bits, alpha in zip(sizes, alphas, strict=True):
             b = type(self)(**{**params, "n_bits": n_bits})
             b.n_bits_, b.n_features_, b._ridge_alpha = n_bits, dict(self.n_features_), alpha
-            b.options_ = DMHOptions(**{**vars(self.options_), "n_bits": n_bits}) if hasattr(self, "options_") \
-                else DMHOptions.of(b)
+            b.options_ = DMHOptions(**{**vars(self.options_), "n_bits": n_bits})  # the header's, set before
             shells.append(b)
         return shells
 
