@@ -441,7 +441,9 @@ def test_report_only_fits_nothing_and_says_what_is_missing(toy_file, tmp_path, c
     assert f"{n_all - n_part} of {n_all} cell(s) not finished" in capsys.readouterr().out
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n_missing"] == n_all - n_part and len(metrics["records"]) == 2 * n_part
-    assert f"{n_all - n_part} of {n_all} cells of this run are not finished" in (out / "report.md").read_text()
+    text = (out / "report.md").read_text()
+    assert f"{n_all - n_part} of {n_all} cells of this run are not finished" in text
+    assert "`dmh reproduce table8 --reuse THIS_FOLDER --out NEW_FOLDER`" in text  # how to finish them
     # with every cell finished it is an ordinary report
     assert main([*base, "--out", str(part)]) == 0
     assert main([*base, "--report-only", "--reuse", str(part), "--out", str(tmp_path / "whole")]) == 0

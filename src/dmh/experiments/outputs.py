@@ -300,7 +300,10 @@ def _header(cfg, quick_params) -> list[str]:
         )
     if res.get("n_missing"):
         lines += ["", f"> **Partial.** {res['n_missing']} of {res['n_cells']} cells of this run are not finished: "
-                  "every mean below is over the seeds that are (see metrics.json for each record)."]
+                  "every mean below is over the seeds that are (see metrics.json for each record). "
+                  f"`dmh reproduce {cfg.get('name', 'CONFIG')} --reuse THIS_FOLDER --out NEW_FOLDER` (with this "
+                  "run's `--data` and `--datasets`) fits only those and reuses the rest; it resumes where it "
+                  "was stopped, and `--shard K/N` splits the fits over machines."]
     if res["quick"]:
         lines += [
             ">",
