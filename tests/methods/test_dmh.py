@@ -660,3 +660,23 @@ def test_a_model_of_blocks_keeps_each_blocks_rounds(semi):
     with pytest.raises(ParameterError, match="made of blocks"):
         model_at_round(m, 0)
     assert model_at_round(m.blocks_[0], 1).encode(semi.image, "image").shape == (semi.n_objects, 4)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_blocks_share_one_unpaired_choice(semi, monkeypatch):
+    """``use_unpaired="auto"`` with ``block_bits``: the choice is made once, for the model, and every
+    block fits the side it chose (here the pairs alone, forced so the test needs no candidate fits)."""
+    from dmh.methods import unpaired_choice
+
+    calls = []
+
+    def forced(model, data):
+        calls.append(model.block_bits)
+        return unpaired_choice.UnpairedChoice(False, 0.1, 0.2, 10, 0.0, "forced by the test")
+
+    monkeypatch.setattr(unpaired_choice, "choose", forced)
+    assert not semi.is_fully_paired
+    m = DMH(8, random_state=0, block_bits=4, **{**TINY, "use_unpaired": "auto"}).fit(semi)
+    assert calls == [4] and m.use_unpaired_ is False and m.unpaired_choice_["reason"] == "forced by the test"
+    assert len(m.blocks_) == 2 and m.codes_.shape[0] == semi.n_paired
+    assert all(b.codes_.shape[0] == semi.n_paired and b.unpaired_choice_ is None for b in m.blocks_)
