@@ -25,6 +25,7 @@ import warnings
 import torch
 from torch import nn
 
+from .._torch_nn import TransposedLinear as _TransposedLinear
 from ..errors import ParameterError
 
 SSAH_KERNELS = (50, 30, 15, 10, 5)
@@ -211,52 +212,6 @@ def column_base(X: torch.Tensor) -> torch.Tensor | None:
     if differ > SPARSE_DENSITY * X.numel():
         return None
     return base.contiguous()
-
-
-class _TransposedLinear(nn.Linear):
-    """``nn.Linear`` whose weight is stored as its transpose, ``weight_t`` (in x out, contiguous):
-    the rows that one input column multiplies are contiguous, which :class:`_SparseFirstLayer`
-    reads and writes, and Adam's fused kernel (which wants contiguous parameters) still applies.
-    ``weight`` is its transposed view; the state is saved and loaded as an ``nn.Linear``'s."""
-
-    def __init__(self, linear: nn.Linear):
-        nn.Module.__init__(self)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight_t = nn.Parameter(linear.weight.detach().t().contiguous())
-        self.bias = linear.bias
-
-    @property
-    def weight(self):  # noqa: D401 - nn.Linear's name for the (out x in) weight
-        return self.weight_t.t()
-
-    def forward(self, x):
-        return torch.addmm(self.bias, x, self.weight_t)
-
-    def to_linear(self) -> nn.Linear:
-        linear = nn.Linear(self.in_features, self.out_features, device=self.weight_t.device)
-        with torch.no_grad():
-            linear.weight.copy_(self.weight_t.t())
-        linear.bias = self.bias
-        return linear
-
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        destination[prefix + "weight"] = self.weight if keep_vars else self.weight.detach()
-        destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        weight = state_dict.get(prefix + "weight")
-        if weight is None:
-            missing_keys.append(prefix + "weight")
-        else:
-            with torch.no_grad():
-                self.weight_t.copy_(weight.t())
-        bias = state_dict.get(prefix + "bias")
-        if bias is None:
-            missing_keys.append(prefix + "bias")
-        else:
-            with torch.no_grad():
-                self.bias.copy_(bias)
 
 
 def _csr(t: torch.Tensor) -> torch.Tensor:

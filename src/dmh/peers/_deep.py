@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .._torch_nn import TransposedLinear
 from ..errors import FitDivergedError, ParameterError
 
 __all__ = [
@@ -54,6 +55,44 @@ def torch_seed(rng: np.random.Generator) -> int:
 
 
 # ---------------------------------------------------------------------------- networks
+#: a training matrix with at most this fraction of non-zero entries trains its network's first layer
+#: on the sparse path (:meth:`HashMLP.use_sparse_input`), as DAM's does
+SPARSE_DENSITY = 0.05
+
+
+def is_sparse(X: torch.Tensor) -> bool:
+    """Whether at most :data:`SPARSE_DENSITY` of the entries of ``X`` (on the CPU) are non-zero."""
+    if X.ndim != 2 or not X.numel() or X.device.type != "cpu":
+        return False
+    nonzero = sum(int(torch.count_nonzero(X[s:s + 8192])) for s in range(0, X.shape[0], 8192))
+    return nonzero <= SPARSE_DENSITY * X.numel()
+
+
+class _ActiveColumnsLinear(torch.autograd.Function):
+    """``x W + b`` (``W = weight_t``, in x out) computed from the columns ``cols`` of ``x`` that
+    hold its non-zero entries, that is from those rows of ``W``: the same function and weight
+    gradient as the dense layer, equal up to floating-point rounding, at a cost that grows with
+    those columns instead of the input's width (a batch of 32 product titles over a 2000-word
+    vocabulary touches about 150). The input itself gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, x, weight_t, bias, cols):
+        xs = x[:, cols]
+        ctx.save_for_backward(xs, cols)
+        ctx.weight_shape = weight_t.shape
+        return torch.addmm(bias, xs, weight_t.index_select(0, cols))
+
+    @staticmethod
+    def backward(ctx, g):
+        xs, cols = ctx.saved_tensors
+        grad_weight = grad_bias = None
+        if ctx.needs_input_grad[1]:
+            grad_weight = g.new_zeros(ctx.weight_shape).index_copy_(0, cols, xs.t() @ g)
+        if ctx.needs_input_grad[2]:
+            grad_bias = g.sum(0)
+        return None, grad_weight, grad_bias, None
+
+
 class HashMLP(nn.Module):
     """``Linear -> ReLU [-> Dropout] -> ... -> Linear(n_bits)``, then ``tanh(alpha * h)``; optionally
     each output row divided by its norm (UCCH's networks).
@@ -79,12 +118,30 @@ class HashMLP(nn.Module):
         self.normalise = normalise
         self.alpha = 1.0
 
+    def use_sparse_input(self, sparse: bool) -> None:
+        """Train the first layer on a mostly-zero input (a bag of words) through
+        :class:`_ActiveColumnsLinear`, its weight stored transposed meanwhile, or (``False``) as the
+        plain ``nn.Linear`` again. Not a parameter: the network and its saved state are the same
+        either way, its outputs equal up to floating-point rounding."""
+        first = self.body[0]
+        if sparse and not isinstance(first, TransposedLinear):
+            self.body[0] = TransposedLinear(first)
+        elif not sparse and isinstance(first, TransposedLinear):
+            self.body[0] = first.to_linear()
+
     def pre(self, x: torch.Tensor) -> torch.Tensor:
-        """Outputs before ``tanh`` (their sign is the code)."""
+        """Outputs before ``tanh`` (their sign is the code). On the sparse path
+        (:meth:`use_sparse_input`) a batch whose non-zero entries lie in at most a quarter of the
+        input's columns enters the first layer through those columns alone."""
+        first = self.body[0]
+        if isinstance(first, TransposedLinear) and x.dim() == 2 and len(x) and not x.requires_grad:
+            cols = (x != 0).any(0).nonzero()[:, 0]
+            if 4 * cols.numel() <= x.shape[1]:
+                return self.body[1:](_ActiveColumnsLinear.apply(x, first.weight_t, first.bias, cols))
         return self.body(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.tanh(self.alpha * self.body(x))
+        out = torch.tanh(self.alpha * self.pre(x))
         if self.normalise:
             out = F.normalize(out, dim=1)
         return out

@@ -95,6 +95,8 @@ class PairedNetsPeer(ScaledNetsHasher):
                 normalise=self._normalised_nets, dropout=float(getattr(self, "dropout", 0.0)),
                 hash_init_std=self._hash_init_std(),
             )
+            for m, net in nets.items():
+                net.use_sparse_input(_deep.is_sparse(X[m]))
             run = SimpleNamespace(nets=nets, X=X, Fi=Fi, Ft=Ft, device=device,
                                   gen=torch.Generator().manual_seed(seed + 1), epoch=0)
             self._begin(run)
@@ -113,6 +115,7 @@ class PairedNetsPeer(ScaledNetsHasher):
                 ConvergenceWarning, stacklevel=4,
             )
         for net in nets.values():
+            net.use_sparse_input(False)
             net.eval()
         self.nets_ = {m: net.to("cpu") for m, net in nets.items()}
         self.loss_history_ = np.asarray(history)
@@ -189,7 +192,7 @@ class SimilarityPeer(PairedNetsPeer):
 
         run.opts = {
             m: torch.optim.SGD(run.nets[m].parameters(), lr=float(getattr(self, f"{m}_lr")),
-                               momentum=float(self.momentum), weight_decay=float(self.weight_decay))
+                               momentum=float(self.momentum), weight_decay=float(self.weight_decay), fused=True)
             for m in ("image", "text")
         }
 
