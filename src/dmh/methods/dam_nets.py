@@ -25,6 +25,7 @@ import warnings
 import torch
 from torch import nn
 
+from .._torch_nn import SPARSE_DENSITY
 from .._torch_nn import TransposedLinear as _TransposedLinear
 from ..errors import ParameterError
 
@@ -193,13 +194,7 @@ class _FirstLinear(torch.autograd.Function):
         return tuple(grads)
 
 
-
 # ------------------------------------------------------------------------------ sparse inputs
-#: a training input takes the sparse path when at most this fraction of its values differ from
-#: their column's base value (a bag of words, standardised, is about 0.3% on the shared fashion set)
-SPARSE_DENSITY = 0.05
-
-
 def column_base(X: torch.Tensor) -> torch.Tensor | None:
     """The value each column of ``X`` mostly holds (its median, which is that value wherever more
     than half of the column holds it), or ``None`` when more than :data:`SPARSE_DENSITY` of

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .._torch_nn import TransposedLinear
+from .._torch_nn import SPARSE_DENSITY, TransposedLinear
 from ..errors import FitDivergedError, ParameterError
 
 __all__ = [
@@ -55,11 +55,6 @@ def torch_seed(rng: np.random.Generator) -> int:
 
 
 # ---------------------------------------------------------------------------- networks
-#: a training matrix with at most this fraction of non-zero entries trains its network's first layer
-#: on the sparse path (:meth:`HashMLP.use_sparse_input`), as DAM's does
-SPARSE_DENSITY = 0.05
-
-
 def is_sparse(X: torch.Tensor) -> bool:
     """Whether at most :data:`SPARSE_DENSITY` of the entries of ``X`` (on the CPU) are non-zero."""
     if X.ndim != 2 or not X.numel() or X.device.type != "cpu":
