@@ -17,6 +17,9 @@ kind                  in a cell key                      in a saved model's head
 ``PAIRED_INERT``      in a fully paired or pairs-only    kept (a parameter like any other)
                       cell, at the value that changes
                       nothing there
+``INERT_UNLESS``      unless another option holds a      kept (a parameter like any other)
+                      given value, at the value that
+                      changes nothing
 :data:`EXECUTION_     left out (where a fit runs, not    kept (a parameter like any other)
 PARAMS`               what it computes)
 ====================  =================================  =============================================
@@ -38,8 +41,8 @@ import json
 
 from ._json import jsonable
 
-__all__ = ["ADDED_OPTIONS", "EXECUTION_PARAMS", "PAIRED_INERT", "REMOVED_OPTIONS", "dump_key", "fit_params",
-           "key_params", "model_params", "normalize_key", "paired_key_params", "stored_key"]
+__all__ = ["ADDED_OPTIONS", "EXECUTION_PARAMS", "INERT_UNLESS", "PAIRED_INERT", "REMOVED_OPTIONS", "dump_key",
+           "fit_params", "key_params", "model_params", "normalize_key", "paired_key_params", "stored_key"]
 
 #: method -> {option: the value every result written before the option existed ran with}
 ADDED_OPTIONS: dict[str, dict[str, object]] = {
@@ -47,7 +50,7 @@ ADDED_OPTIONS: dict[str, dict[str, object]] = {
             "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None, "dam_contrastive": 0.0,
             "use_unpaired": True, "dam_first_target": None, "dam_last_epochs": None,
             "encoder": "network", "ridge_weight": 1.0, "gbe_exaggeration": 1.0,
-            "block_bits": None},
+            "block_bits": None, "unpaired_margin": 0.0},
     "sadch": {"input_scaling": "feature"},
 }
 
@@ -62,7 +65,15 @@ REMOVED_OPTIONS: dict[str, dict[str, object]] = {
 #: it is an added option's old value, leaves them out): a default that differs only on semi-paired
 #: data keeps the keys of every fully paired result
 PAIRED_INERT: dict[str, dict[str, object]] = {
-    "dmh": {"use_unpaired": True},
+    "dmh": {"use_unpaired": True, "unpaired_margin": 0.0},
+}
+
+#: method -> {option: (other option, its value, inert value)}: an option that changes nothing unless
+#: the other option holds that value. Elsewhere a key holds it at the inert value (and so, where that
+#: is an added option's old value, leaves it out): ``unpaired_margin`` acts only under
+#: ``use_unpaired="auto"``, so the cells that name ``use_unpaired`` true or false keep their keys
+INERT_UNLESS: dict[str, dict[str, tuple[str, object, object]]] = {
+    "dmh": {"unpaired_margin": ("use_unpaired", "auto", 0.0)},
 }
 
 #: parameters that say where a fit runs, not what it computes: kept in a cell's ``params`` (the fit
@@ -75,11 +86,15 @@ _UNMATCHED = "stale:"
 
 def key_params(method: str, params: dict) -> dict:
     """``params`` (every parameter of ``method``, defaults included) as a cell key holds them:
-    removed options added at the value the fit always uses, added options left out at the value
-    earlier results ran with."""
+    removed options added at the value the fit always uses, an option of :data:`INERT_UNLESS` at
+    its inert value where it acts on nothing, added options left out at the value earlier results
+    ran with."""
     out = dict(params)
     for name, value in REMOVED_OPTIONS.get(method, {}).items():
         out.setdefault(name, value)
+    for name, (other, active, inert) in INERT_UNLESS.get(method, {}).items():
+        if name in out and out.get(other, ADDED_OPTIONS.get(method, {}).get(other)) != active:
+            out[name] = inert
     for name, value in ADDED_OPTIONS.get(method, {}).items():
         if name in out and out[name] == value:
             del out[name]

@@ -39,6 +39,7 @@ __all__ = [
     "HeldOutPairs",
     "holdout_pairs",
     "pair_retrieval_scores",
+    "pair_reciprocal_ranks",
     "code_health",
     "score_model",
     "parse_grid",
@@ -87,6 +88,23 @@ def holdout_pairs(data: CrossModalData, fraction: float = 0.15, min_count: int =
     keep = np.setdiff1d(np.arange(data.n_objects), held)
     fit_data = data.subset(keep)
     return fit_data, HeldOutPairs(image=data.image[held], text=data.text[held], index=held)
+
+
+def pair_reciprocal_ranks(image_codes, text_codes) -> np.ndarray:
+    """Per held-out pair (row ``i`` of both arrays one object): the expected reciprocal rank of its
+    own partner by Hamming distance, the mean of the two directions (image->text, text->image),
+    ties in random order. Its mean is :func:`pair_retrieval_scores`'s ``mrr``; per pair, it lets two
+    models scored on the same pairs be compared with the spread of their paired difference."""
+    from .metrics import hamming_distance
+
+    image_codes = np.asarray(image_codes)
+    text_codes = np.asarray(text_codes)
+    if image_codes.shape != text_codes.shape or image_codes.shape[0] < 2:
+        raise DataError(f"image codes {image_codes.shape} and text codes {text_codes.shape} must have one row "
+                         "per held-out pair (at least 2) and the same number of bits")
+    D = hamming_distance(image_codes, text_codes)
+    return (_expected_reciprocal_rank(*_tie_aware_partner_ranks(D))
+            + _expected_reciprocal_rank(*_tie_aware_partner_ranks(D.T))) / 2.0
 
 
 def _tie_aware_partner_ranks(D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -670,7 +670,7 @@ def test_blocks_share_one_unpaired_choice(semi, monkeypatch):
 
     calls = []
 
-    def forced(model, data):
+    def forced(model, data, margin):
         calls.append(model.block_bits)
         return unpaired_choice.UnpairedChoice(False, 0.1, 0.2, 10, 0.0, "forced by the test")
 

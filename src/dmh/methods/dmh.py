@@ -187,6 +187,11 @@ class DMH(BaseHasher):
         candidate fits on the rest of the data (:mod:`dmh.methods.unpaired_choice`; a semi-paired
         fit then costs about two fits more, a fully paired one nothing). The side taken is in
         ``use_unpaired_``, the candidates' scores in ``unpaired_choice_``.
+    unpaired_margin : float or None
+        Under ``use_unpaired="auto"``: by how many standard errors of the held-out pairs' paired
+        difference the fit on every object must score above the pairs alone to be used (within it,
+        the pairs alone: the simpler model, as the one-standard-error rule takes). ``0``: the higher
+        score wins, a tie goes to every object. Inert for any other ``use_unpaired``.
     cle_scaling : {"feature", "view", "auto"} or None
         How the input descriptions enter CLE's first round: every feature standardised
         (``"feature"``: the paper), each view only centred and scaled as a whole (``"view"``), or
@@ -339,6 +344,7 @@ class DMH(BaseHasher):
         "perplexity": [Interval(numbers.Real, 1, None, closed="right"), None],
         "gamma_scaling": [Options("none", "bits"), None], "unpaired_complement": [Options("neighbours", "ridge"), None],
         "unpaired_dam": [Boolean(), None], "use_unpaired": [Boolean(), Options("auto"), None],
+        "unpaired_margin": [NON_NEGATIVE, None],
         "cle_scaling": [Options("feature", "view", "auto"), None],
         "encoder": [Options("network", "ridge", "auto"), None],
         "dam_stop": [Options("fixed", "agreement"), None], "dam_agree_target": [UNIT_INTERVAL, None],
@@ -361,7 +367,8 @@ class DMH(BaseHasher):
                  complement="lle", binary_embedding="gbe", refresh_features=True,
                  dam_contrastive=0.0, ridge_weight=1.0, block_bits=None,
                  preset="default", similarity=None, perplexity=None, gamma_scaling=None, unpaired_complement=None,
-                 unpaired_dam=None, use_unpaired=None, cle_scaling=None, encoder=None, dam_stop=None,
+                 unpaired_dam=None, use_unpaired=None, unpaired_margin=None, cle_scaling=None, encoder=None,
+                 dam_stop=None,
                  dam_agree_target=None, dam_lean=None,
                  cle_dtype=None, cle_gram=None, gbe_lr=None, gbe_max_iter=None, gbe_tol=None, gbe_schedule=None,
                  gbe_exaggeration=None,
@@ -384,7 +391,7 @@ class DMH(BaseHasher):
 
             opts.check_memory(data)  # the fit on every object, refused before the candidates' work
 
-            choice = choose(self, data)
+            choice = choose(self, data, margin=opts.unpaired_margin)
             self.unpaired_choice_ = choice.as_dict()
             use = choice.use
             if self.verbose:

@@ -24,12 +24,14 @@ GAMMA_REFERENCE_BITS = 16
 #: names the same options, each a parameter of DMH whose default is ``None``.
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64",
-                  unpaired_complement="neighbours", unpaired_dam=True, use_unpaired=True, cle_scaling="feature",
+                  unpaired_complement="neighbours", unpaired_dam=True, use_unpaired=True, unpaired_margin=0.0,
+                  cle_scaling="feature",
                   encoder="network", gamma_scaling="none",
                   gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
                   dam_agree_target=None, gbe_exaggeration=1.0),
     "default": dict(similarity="perplexity", perplexity=30.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto",
-                    unpaired_complement="ridge", unpaired_dam=True, use_unpaired="auto", cle_scaling="auto",
+                    unpaired_complement="ridge", unpaired_dam=True, use_unpaired="auto", unpaired_margin=1.0,
+                    cle_scaling="auto",
                     encoder="network", gamma_scaling="none",
                     gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine", cle_gram=True,
                     dam_agree_target=0.995, gbe_exaggeration=1.0),

@@ -7,8 +7,15 @@ holds out a seeded share of the pairs (:func:`dmh.selection.holdout_pairs`, the 
 holds out), fits the same DMH twice on the rest, once on every object and once on the pairs alone,
 and asks of each how well the held-out images and texts find their own partners by Hamming
 distance (the mean reciprocal rank over both directions, :func:`dmh.selection.pair_retrieval_scores`).
-The side that ranks them higher is used for the fit on all the data; a tie goes to every object
-(the paper's premise).
+Every object is used only where the held-out pairs say it helps: where its score is ahead of the
+pairs alone's by more than ``margin`` standard errors of the paired difference (per held-out pair,
+the difference of the two candidates' reciprocal ranks; :func:`dmh.selection.pair_reciprocal_ranks`).
+Within that margin the pairs alone are used: the simpler model of the two (no imputed view, half
+the objects or fewer) and the cheaper fit, as the one-standard-error rule of model selection takes
+the simplest model within one standard error of the best (Breiman et al. 1984; Hastie, Tibshirani
+and Friedman, *The Elements of Statistical Learning*, 7.10). DMH's default preset takes
+``margin=1`` (``DMH(unpaired_margin=...)``); ``margin=0`` is the rule before it: the higher score
+wins, a tie goes to every object (the paper's premise).
 
 The two candidate fits are full fits on about 85% of the pairs, so a semi-paired fit under
 ``"auto"`` costs the fit itself plus one fit on every object and one on the pairs alone (the latter
@@ -37,7 +44,8 @@ class UnpairedChoice:
     """What ``use_unpaired="auto"`` chose and why: ``use`` (fit on every object or not), the held-out
     pairs' score of each candidate (``every_object``, ``pairs_alone``: mean reciprocal rank of the
     true partner, ``None`` where nothing was fitted), how many pairs were held out, the seconds the
-    two candidate fits took, and ``reason`` in words."""
+    two candidate fits took, ``reason`` in words, the standard error of the paired difference of the
+    two scores (``difference_se``) and the ``margin`` in standard errors the rule asked for."""
 
     use: bool
     every_object: float | None
@@ -45,6 +53,8 @@ class UnpairedChoice:
     n_heldout: int
     seconds: float
     reason: str
+    difference_se: float | None = None
+    margin: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -62,37 +72,52 @@ def seed_of(random_state) -> int:
     return int(np.random.default_rng().integers(2**31))
 
 
-def choose(model, data: CrossModalData) -> UnpairedChoice:
+def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
     """Whether ``model`` (a DMH, its ``use_unpaired`` aside) should fit ``data`` on every object:
-    two candidate fits on ``data`` less its held-out pairs, scored on those pairs (module docstring)."""
-    from ..selection import holdout_pairs, pair_retrieval_scores
+    two candidate fits on ``data`` less its held-out pairs, scored on those pairs; every object only
+    where its score is ahead by more than ``margin`` standard errors of the paired difference
+    (``margin=0``: ahead or equal). See the module docstring."""
+    from ..selection import holdout_pairs, pair_reciprocal_ranks, pair_retrieval_scores
 
+    margin = float(margin)
+    if not margin >= 0.0:
+        raise ValueError(f"margin must be a non-negative number of standard errors, got {margin}")
     if data.is_fully_paired:
-        return UnpairedChoice(True, None, None, 0, 0.0, "every object is paired: nothing to choose")
+        return UnpairedChoice(True, None, None, 0, 0.0, "every object is paired: nothing to choose", None, margin)
     seed = seed_of(model.random_state)
     try:
         fit_data, held = holdout_pairs(data, random_state=seed)  # dmh tune's share: 15%, 50 to 500 pairs
     except DataError:
         return UnpairedChoice(True, None, None, 0, 0.0,
-                              f"{data.n_paired} pairs, too few to hold out 10: every object (the paper's)")
+                              f"{data.n_paired} pairs, too few to hold out 10: every object (the paper's)",
+                              None, margin)
     # one fit per candidate even where the model's codes are made of blocks (``block_bits``): the
     # choice is about the data, and every block's fit sees the same data
     params = {**model.get_params(deep=False), "random_state": seed, "verbose": False, "record_diagnostics": False,
               "block_bits": None}
-    scores = {}
+    scores, per_pair = {}, {}
     t0 = time.perf_counter()
     for use in (True, False):
         candidate = type(model)(**{**params, "use_unpaired": use})
         with warnings.catch_warnings():  # the fit on all the data warns for itself
             warnings.simplefilter("ignore")
             candidate.fit(fit_data)
-        s = pair_retrieval_scores(candidate.encode(held.image, modality="image"),
-                                  candidate.encode(held.text, modality="text"))
-        scores[use] = float(s["mrr"])
+        image_codes = candidate.encode(held.image, modality="image")
+        text_codes = candidate.encode(held.text, modality="text")
+        scores[use] = float(pair_retrieval_scores(image_codes, text_codes)["mrr"])
+        per_pair[use] = pair_reciprocal_ranks(image_codes, text_codes)
         del candidate
     seconds = time.perf_counter() - t0
-    use = scores[True] >= scores[False]
+    diff = per_pair[True] - per_pair[False]
+    se = float(diff.std(ddof=1) / np.sqrt(diff.size))
+    ahead = scores[True] - scores[False]
+    if margin > 0.0:
+        use = bool(ahead > margin * se)
+        rule = f"every object only when ahead by more than {margin:g} x its standard error {se:.4f}"
+    else:
+        use = scores[True] >= scores[False]
+        rule = "the higher score"
     side = "every object" if use else "the pairs alone"
-    reason = (f"{held.n} held-out pairs rank their partners higher with {side} "
-              f"(mean reciprocal rank {scores[True]:.4f} every object, {scores[False]:.4f} pairs alone)")
-    return UnpairedChoice(use, scores[True], scores[False], held.n, seconds, reason)
+    reason = (f"{held.n} held-out pairs: {side} (mean reciprocal rank {scores[True]:.4f} every object, "
+              f"{scores[False]:.4f} pairs alone; {rule})")
+    return UnpairedChoice(use, scores[True], scores[False], held.n, seconds, reason, se, margin)
