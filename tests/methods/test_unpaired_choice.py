@@ -94,30 +94,50 @@ def test_auto_follows_the_scores_either_way(semi, toy_data, monkeypatch, pairs_w
         assert m.codes_.shape[0] == semi.n_paired and "pairs alone" in m.unpaired_choice_["reason"]
 
 
-@pytest.mark.parametrize("margin, uses_every_object", [(None, False), (1.0, False), (0.5, True), (0.0, True)])
+class _Stub:
+    """A model for :func:`choose` alone: its fits cost nothing (the scores are forced)."""
+
+    def __init__(self, **params):
+        self.params = params
+        self.random_state = params.get("random_state", 0)
+
+    def get_params(self, deep=False):
+        return dict(self.params)
+
+    def fit(self, data):
+        return self
+
+    def encode(self, x, modality):
+        return np.ones((x.shape[0], 8), dtype=np.int8)
+
+
+@pytest.mark.parametrize("margin, uses_every_object", [(1.0, False), (0.5, True), (0.0, True)])
 def test_every_object_is_used_only_when_ahead_by_the_margin(semi, monkeypatch, margin, uses_every_object):
     """Every object ahead by 0.8 standard errors of the paired difference: within the default margin
-    (1), so the pairs alone are fitted; a margin of 0.5 or 0 (the rule before the margin: the higher
-    score wins) takes every object."""
+    (1), so the pairs alone; a margin of 0.5, or 0 (the rule before the margin: the higher score
+    wins), takes every object."""
+    from dmh.methods.unpaired_choice import choose
+
     rng = np.random.default_rng(0)
     pairs_alone = rng.uniform(0.05, 0.5, 100)
     noise = rng.normal(0.0, 0.05, 100)
     noise -= noise.mean()
     step = 0.8 * noise.std(ddof=1) / np.sqrt(100)  # the mean difference: 0.8 standard errors
     _force_scores(monkeypatch, pairs_alone + noise + step, pairs_alone)
-    m = DMH(8, random_state=1, unpaired_margin=margin, **TINY).fit(semi)
-    choice = m.unpaired_choice_
-    assert choice["every_object"] - choice["pairs_alone"] == pytest.approx(0.8 * choice["difference_se"])
-    assert m.use_unpaired_ is uses_every_object is choice["use"]
-    assert choice["margin"] == (1.0 if margin is None else margin)
+    choice = choose(_Stub(random_state=1), semi, margin=margin)
+    assert choice.every_object - choice.pairs_alone == pytest.approx(0.8 * choice.difference_se)
+    assert choice.use is uses_every_object and choice.margin == margin
 
 
 def test_a_tie_goes_to_the_pairs_alone_under_a_margin_and_to_every_object_without(semi, monkeypatch):
+    from dmh.methods.unpaired_choice import choose
+
     same = np.linspace(0.05, 0.5, 50)
-    _force_scores(monkeypatch, same, same)
-    assert DMH(8, random_state=1, **TINY).fit(semi).use_unpaired_ is False
-    _force_scores(monkeypatch, same, same)
-    assert DMH(8, random_state=1, unpaired_margin=0, **TINY).fit(semi).use_unpaired_ is True
+    for margin, use in ((1.0, False), (0.0, True)):
+        _force_scores(monkeypatch, same, same)
+        assert choose(_Stub(random_state=1), semi, margin=margin).use is use
+    with pytest.raises(ValueError, match="margin"):
+        choose(_Stub(), semi, margin=-1)
 
 
 def test_pair_reciprocal_ranks_are_the_mrr_per_pair():
