@@ -51,7 +51,8 @@ def test_diagnose_reports_every_round(toy_data):
 def test_paper_preset_is_the_options_switched_off(toy_data):
     assert PRESETS["paper"] == dict(similarity="clip", perplexity=30.0, dam_stop="fixed", dam_lean=False,
                                     cle_dtype="float64", unpaired_complement="neighbours",
-                                    unpaired_dam=True, use_unpaired=True, cle_scaling="feature", encoder="network",
+                                    unpaired_dam=True, use_unpaired=True, unpaired_margin=0.0, cle_scaling="feature",
+                                    encoder="network",
                                     gamma_scaling="none",
                                     gbe_lr=0.05,
                                     gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,

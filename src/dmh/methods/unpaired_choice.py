@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..data import CrossModalData
-from ..errors import DataError
+from ..errors import DataError, ParameterError
 
 __all__ = ["UnpairedChoice", "choose", "seed_of"]
 
@@ -81,7 +81,7 @@ def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
 
     margin = float(margin)
     if not margin >= 0.0:
-        raise ValueError(f"margin must be a non-negative number of standard errors, got {margin}")
+        raise ParameterError(f"unpaired_margin must be a non-negative number of standard errors, got {margin}")
     if data.is_fully_paired:
         return UnpairedChoice(True, None, None, 0, 0.0, "every object is paired: nothing to choose", None, margin)
     seed = seed_of(model.random_state)
