@@ -6,7 +6,8 @@ descriptions that CLE complements are poor). No label says which; the pairs do. 
 holds out a seeded share of the pairs (:func:`dmh.selection.holdout_pairs`, the share ``dmh tune``
 holds out), fits the same DMH twice on the rest, once on every object and once on the pairs alone,
 and asks of each how well the held-out images and texts find their own partners by Hamming
-distance (the mean reciprocal rank over both directions, :func:`dmh.selection.pair_retrieval_scores`).
+distance (the mean reciprocal rank over both directions, as :func:`dmh.selection.pair_retrieval_scores`
+gives it).
 Every object is used only where the held-out pairs say it helps: where its score is ahead of the
 pairs alone's by more than ``margin`` standard errors of the paired difference (per held-out pair,
 the difference of the two candidates' reciprocal ranks; :func:`dmh.selection.pair_reciprocal_ranks`).
@@ -77,7 +78,7 @@ def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
     two candidate fits on ``data`` less its held-out pairs, scored on those pairs; every object only
     where its score is ahead by more than ``margin`` standard errors of the paired difference
     (``margin=0``: ahead or equal). See the module docstring."""
-    from ..selection import holdout_pairs, pair_reciprocal_ranks, pair_retrieval_scores
+    from ..selection import holdout_pairs, pair_reciprocal_ranks
 
     margin = float(margin)
     if not margin >= 0.0:
@@ -102,10 +103,9 @@ def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
         with warnings.catch_warnings():  # the fit on all the data warns for itself
             warnings.simplefilter("ignore")
             candidate.fit(fit_data)
-        image_codes = candidate.encode(held.image, modality="image")
-        text_codes = candidate.encode(held.text, modality="text")
-        scores[use] = float(pair_retrieval_scores(image_codes, text_codes)["mrr"])
-        per_pair[use] = pair_reciprocal_ranks(image_codes, text_codes)
+        per_pair[use] = pair_reciprocal_ranks(candidate.encode(held.image, modality="image"),
+                                              candidate.encode(held.text, modality="text"))
+        scores[use] = float(per_pair[use].mean())  # the mean reciprocal rank over both directions
         del candidate
     seconds = time.perf_counter() - t0
     diff = per_pair[True] - per_pair[False]
