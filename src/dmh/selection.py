@@ -95,16 +95,24 @@ def pair_reciprocal_ranks(image_codes, text_codes) -> np.ndarray:
     own partner by Hamming distance, the mean of the two directions (image->text, text->image),
     ties in random order. Its mean is :func:`pair_retrieval_scores`'s ``mrr``; per pair, it lets two
     models scored on the same pairs be compared with the spread of their paired difference."""
+    D = _pair_distances(image_codes, text_codes)
+    return (_expected_reciprocal_rank(*_tie_aware_partner_ranks(D))
+            + _expected_reciprocal_rank(*_tie_aware_partner_ranks(D.T))) / 2.0
+
+
+def _pair_distances(image_codes, text_codes) -> np.ndarray:
+    """The Hamming distances of the held-out pairs' image codes (rows) to their text codes (columns;
+    the diagonal holds the partners), after checking both arrays have one row per pair, at least 2."""
     from .metrics import hamming_distance
 
     image_codes = np.asarray(image_codes)
     text_codes = np.asarray(text_codes)
-    if image_codes.shape != text_codes.shape or image_codes.shape[0] < 2:
+    if image_codes.shape != text_codes.shape:
         raise DataError(f"image codes {image_codes.shape} and text codes {text_codes.shape} must have one row "
-                         "per held-out pair (at least 2) and the same number of bits")
-    D = hamming_distance(image_codes, text_codes)
-    return (_expected_reciprocal_rank(*_tie_aware_partner_ranks(D))
-            + _expected_reciprocal_rank(*_tie_aware_partner_ranks(D.T))) / 2.0
+                         "per held-out pair and the same number of bits")
+    if image_codes.shape[0] < 2:
+        raise DataError("pair retrieval needs at least 2 held-out pairs")
+    return hamming_distance(image_codes, text_codes)
 
 
 def _tie_aware_partner_ranks(D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,17 +138,8 @@ def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS
     rank (``mrr``), the mean rank divided by n (``mean_rank``, 0.5 for a random ranking) and
     ``recall@k``, all expectations under random order within Hamming ties; plus ``mrr`` (mean of the
     two directions) and ``mrr_random`` (the MRR of a random ranking, for reference)."""
-    from .metrics import hamming_distance
-
-    image_codes = np.asarray(image_codes)
-    text_codes = np.asarray(text_codes)
-    if image_codes.shape != text_codes.shape:
-        raise DataError(f"image codes {image_codes.shape} and text codes {text_codes.shape} must have one row "
-                         "per held-out pair and the same number of bits")
-    n = image_codes.shape[0]
-    if n < 2:
-        raise DataError("pair retrieval needs at least 2 held-out pairs")
-    D = hamming_distance(image_codes, text_codes)
+    D = _pair_distances(image_codes, text_codes)
+    n = D.shape[0]
     out = {"n_pairs": int(n)}
     mrrs = []
     for name, M in (("image->text", D), ("text->image", D.T)):
