@@ -51,7 +51,11 @@ def main(argv=None) -> None:
     ap.add_argument("--versus", default=None,
                     help="also count the row against this row of the field alone, e.g. 'DMH (pairs only)'")
     args = ap.parse_args(argv)
-    field = cells(records(args.field), args.metric, lambda m: True)
+    field_recs = records(args.field)
+    if field_recs and args.metric not in field_recs[0]:
+        numeric = sorted(k for k, v in field_recs[0].items() if isinstance(v, float))
+        ap.error(f"--metric {args.metric!r}: not in {args.field}'s records (they have {', '.join(numeric)})")
+    field = cells(field_recs, args.metric, lambda m: True)
     recs = records(args.variant)
     variant = cells(recs, args.metric, lambda m: m.lower() == args.row.lower())
     own_base = cells(recs, args.metric, lambda m: m == "DMH") if args.row != "DMH" else {}
