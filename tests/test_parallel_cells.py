@@ -132,9 +132,14 @@ def test_tune_with_jobs_gives_the_serial_records_in_plan_order(toy_data, tmp_pat
     data = save_data(toy_data, tmp_path / "toy.npz")
     argv = ["tune", str(data), "--method", "cvh", "--grid", "reg=0.5,1.0,2.0", "--bits", "8,16", "--seeds", "0,1"]
     assert main(["--threads", "2", *argv, "--jobs", "2", "--out", str(tmp_path / "p.json")]) == 0
+    capsys.readouterr()
     assert main(["--threads", "1", *argv, "--out", str(tmp_path / "s.json")]) == 0
     got, want = (json.loads((tmp_path / n).read_text()) for n in ("p.json", "s.json"))
     assert strip(got["records"]) == strip(want["records"]) and got["chosen"] == want["chosen"]
+    # each other candidate beside the choice, with the standard error of the choice's lead
+    out = capsys.readouterr().out
+    assert out.count("the choice ahead by") == 2 == len(want["chosen"]["others"])
+    assert all(o["lead_se"] > 0 for o in want["chosen"]["others"])
     capsys.readouterr()
     assert main([*argv, "--jobs", "0", "--out", str(tmp_path / "n.json")]) == 2
     assert "--jobs" in capsys.readouterr().err and not (tmp_path / "n.json").exists()

@@ -217,3 +217,46 @@ def test_neighbourhood_relevance_and_scores():
     rand = neighbourhood_scores(Coder(np.sign(rng.normal(size=(n + m, 16)))), held, train)
     assert good["map"] > 2 * rand["map"] and good["k"] == k and good["n_db"] == n
     assert set(good) >= {"image->text", "text->image", "map", "mean_relevant"}
+
+
+def _rr_record(candidate, seed, n_bits, rr):
+    return {"candidate": candidate, "params": json.loads(candidate), "seed": seed, "n_bits": n_bits,
+            "paired_ratio": 1.0, "label_free": {"score": float(np.mean(rr)), "pair_rr": list(rr)}}
+
+
+def test_choose_sets_each_other_candidate_beside_the_choice_with_the_standard_error_of_the_lead():
+    rng = np.random.default_rng(0)
+    base = {s: rng.uniform(0.05, 0.6, 200) for s in (0, 1)}
+    noise = {s: rng.normal(0, 0.1, 200) for s in (0, 1)}
+    recs = []
+    for s in (0, 1):
+        for b in (16, 64):
+            recs.append(_rr_record('{"a": 0}', s, b, base[s] + 0.05))  # ahead on every pair by 0.05
+            recs.append(_rr_record('{"a": 1}', s, b, base[s]))
+            recs.append(_rr_record('{"a": 2}', s, b, base[s] + 0.05 + noise[s] - 0.003))  # behind by noise
+    chosen = choose(recs)
+    assert chosen["params"] == {"a": 0}
+    close, far = chosen["others"]  # best first
+    assert close["candidate"] == '{"a": 2}' and far["candidate"] == '{"a": 1}'
+    assert far["lead"] == pytest.approx(0.05) and far["lead_se"] == pytest.approx(0.0, abs=1e-12)
+    assert far["within_one_se"] is False
+    # the per-pair differences of a seed are the same at both lengths: one unit per (seed, pair)
+    units = np.concatenate([0.003 - noise[s] for s in (0, 1)])
+    assert close["lead"] == pytest.approx(units.mean())
+    assert close["lead_se"] == pytest.approx(units.std(ddof=1) / np.sqrt(400))
+    assert close["lead"] <= close["lead_se"] and close["within_one_se"] is True
+    # a file written before the per-pair ranks were recorded: the scores alone, the choice unchanged
+    old = [dict(r, label_free={"score": r["label_free"]["score"]}) for r in recs]
+    assert choose(old)["params"] == {"a": 0}
+    assert all(o["lead"] is None and o["within_one_se"] is None for o in choose(old)["others"])
+
+
+def test_paired_score_difference_needs_fits_in_common(toy_data):
+    from dmh.selection import paired_score_difference
+
+    recs = [_rr_record('{"a": 0}', 0, 16, [0.5, 0.25]), _rr_record('{"a": 1}', 1, 16, [0.5, 0.5])]
+    assert paired_score_difference(recs, '{"a": 0}', '{"a": 1}') is None  # other seeds: other pairs
+    # tune writes each held-out pair's reciprocal rank, whose mean is the score
+    rec = tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2)[0]
+    assert len(rec["label_free"]["pair_rr"]) == rec["n_heldout_pairs"]
+    assert np.mean(rec["label_free"]["pair_rr"]) == pytest.approx(rec["label_free"]["score"])

@@ -44,6 +44,8 @@ __all__ = [
     "score_model",
     "parse_grid",
     "tune",
+    "choose",
+    "paired_score_difference",
     "spearman",
 ]
 
@@ -271,15 +273,20 @@ def code_health(codes) -> dict:
     }
 
 
-def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None) -> dict:
+def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None, per_pair: bool = False) -> dict:
     """Label-free score of a fitted model: pair retrieval on the held-out pairs (``score`` = their
     mean MRR over both directions), and code health of the held-out codes of each modality (and of
     the training objects' codes when ``train`` is given, with then the neighbourhood figure of
-    :func:`neighbourhood_scores`, reported beside the score, not used to choose)."""
+    :func:`neighbourhood_scores`, reported beside the score, not used to choose). ``per_pair`` adds
+    ``pair_rr``, each held-out pair's reciprocal rank (:func:`pair_reciprocal_ranks`, in the pairs'
+    order; their mean is ``score``), from which :func:`choose` gives the standard error of the
+    difference between two candidates scored on the same pairs."""
     ci = model.encode(held.image, modality="image")
     ct = model.encode(held.text, modality="text")
     out = pair_retrieval_scores(ci, ct)
     out["score"] = out["mrr"]
+    if per_pair:
+        out["pair_rr"] = pair_reciprocal_ranks(ci, ct).tolist()
     if train is not None and train.paired_mask.sum() >= 2:
         out["neighbourhood"] = neighbourhood_scores(model, held, train, held_codes=(ci, ct))
     out["health_image"] = code_health(ci)
@@ -482,7 +489,7 @@ def _tune_fit(state: dict, cell) -> dict:
         "fit_seconds": round(fit_s, 3),
         "n_fit": fit_data.n_objects,
         "n_heldout_pairs": held.n,
-        "label_free": score_model(model, held, fit_data),
+        "label_free": score_model(model, held, fit_data, per_pair=True),
     }
     if state["test"] is not None:
         from .evaluation import evaluate_model
@@ -516,14 +523,52 @@ def summarize(records: Sequence[dict]) -> list[dict]:
 
 def choose(records: Sequence[dict]) -> dict:
     """The chosen candidate: the highest label-free score averaged over every bit length and seed
-    run (one setting for all code lengths). Never reads test MAP."""
+    run (one setting for all code lengths). Never reads test MAP.
+
+    ``others`` sets every other candidate beside it, best first: its score, and, where the records
+    hold each held-out pair's reciprocal rank (``pair_rr``, written by :func:`tune`), the chosen
+    candidate's lead over it as a paired difference with its standard error
+    (:func:`paired_score_difference`) and whether that lead is within one standard error, i.e.
+    whether the held-out pairs can tell the two apart. The choice itself is the best mean either way."""
     by_cand: dict = {}
     for r in records:
         by_cand.setdefault(r["candidate"], []).append(r["label_free"]["score"])
     if not by_cand:
         raise DataError("no finished candidates to choose from")
-    best = max(by_cand, key=lambda c: float(np.mean(by_cand[c])))
-    return {"candidate": best, "params": json.loads(best), "score": float(np.mean(by_cand[best]))}
+    mean = {c: float(np.mean(v)) for c, v in by_cand.items()}
+    best = max(by_cand, key=mean.__getitem__)
+    others = []
+    for c in sorted((c for c in by_cand if c != best), key=lambda c: -mean[c]):
+        row = {"candidate": c, "score": mean[c], "lead": None, "lead_se": None, "within_one_se": None}
+        d = paired_score_difference(records, best, c)
+        if d is not None:
+            row.update(lead=d["difference"], lead_se=d["se"], within_one_se=bool(d["difference"] <= d["se"]))
+        others.append(row)
+    return {"candidate": best, "params": json.loads(best), "score": mean[best], "others": others}
+
+
+def paired_score_difference(records: Sequence[dict], a: str, b: str) -> dict | None:
+    """Candidate ``a``'s held-out pair score minus ``b``'s, paired by held-out pair: per seed (one
+    set of held-out pairs), each pair's reciprocal rank under ``a`` minus under ``b`` averaged over
+    the bit lengths both have; the mean of these differences over every (seed, pair), and its
+    standard error (their standard deviation over the square root of their number). ``None`` where
+    the two share no (bits, seed) fit or a record lacks ``pair_rr`` (a file written before it was
+    recorded)."""
+    def fits(c):
+        return {(r["seed"], r["n_bits"]): r["label_free"].get("pair_rr") for r in records if r["candidate"] == c}
+
+    fa, fb = fits(a), fits(b)
+    common = sorted(set(fa) & set(fb))
+    if not common or any(fa[k] is None or fb[k] is None or len(fa[k]) != len(fb[k]) for k in common):
+        return None
+    per_seed: dict = {}
+    for seed, n_bits in common:
+        per_seed.setdefault(seed, []).append(np.asarray(fa[seed, n_bits]) - np.asarray(fb[seed, n_bits]))
+    if any(len({len(d) for d in diffs}) > 1 for diffs in per_seed.values()):
+        return None  # not the same held-out pairs at every length of a seed
+    units = np.concatenate([np.mean(diffs, axis=0) for diffs in per_seed.values()])
+    se = float(units.std(ddof=1) / np.sqrt(units.size)) if units.size > 1 else float("nan")
+    return {"difference": float(units.mean()), "se": se, "n": int(units.size)}
 
 
 def rank_correlations(records: Sequence[dict]) -> list[dict]:

@@ -107,6 +107,14 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
         click.echo(f"{row['candidate']} | {row['n_bits']} | {row['score']:.4f}{extra}")
     chosen = choose(records)
     click.echo(f"Chosen (best mean label-free score): {chosen['candidate']} (score {chosen['score']:.4f})")
+    for row in chosen["others"]:
+        if row["lead"] is None:
+            click.echo(f"  {row['candidate']}: score {row['score']:.4f} (its per-pair ranks are not in {out})")
+        else:
+            verdict = ("within one standard error: the held-out pairs cannot tell the two apart" if row["within_one_se"]
+                       else "more than one standard error")
+            click.echo(f"  {row['candidate']}: score {row['score']:.4f}, the choice ahead by {row['lead']:.4f} "
+                       f"(standard error {row['lead_se']:.4f}, paired by held-out pair; {verdict})")
     if test_map:
         for rc in rank_correlations(records):
             rho = "n/a" if rc["spearman"] is None else f"{rc['spearman']:.2f}"
