@@ -567,8 +567,16 @@ def paired_score_difference(records: Sequence[dict], a: str, b: str) -> dict | N
     if any(len({len(d) for d in diffs}) > 1 for diffs in per_seed.values()):
         return None  # not the same held-out pairs at every length of a seed
     units = np.concatenate([np.mean(diffs, axis=0) for diffs in per_seed.values()])
-    se = float(units.std(ddof=1) / np.sqrt(units.size)) if units.size > 1 else float("nan")
-    return {"difference": float(units.mean()), "se": se, "n": int(units.size)}
+    mean, se = mean_and_standard_error(units)
+    return {"difference": mean, "se": se, "n": int(units.size)}
+
+
+def mean_and_standard_error(differences) -> tuple[float, float]:
+    """The mean of paired differences (one per held-out pair) and its standard error, their sample
+    standard deviation over the square root of their number (NaN for fewer than two)."""
+    d = np.asarray(differences, dtype=np.float64)
+    se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
+    return float(d.mean()), se
 
 
 def rank_correlations(records: Sequence[dict]) -> list[dict]:

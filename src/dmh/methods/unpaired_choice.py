@@ -78,7 +78,7 @@ def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
     two candidate fits on ``data`` less its held-out pairs, scored on those pairs; every object only
     where its score is ahead by more than ``margin`` standard errors of the paired difference
     (``margin=0``: ahead or equal). See the module docstring."""
-    from ..selection import holdout_pairs, pair_reciprocal_ranks
+    from ..selection import holdout_pairs, mean_and_standard_error, pair_reciprocal_ranks
 
     margin = float(margin)
     if not margin >= 0.0:
@@ -108,9 +108,7 @@ def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
         scores[use] = float(per_pair[use].mean())  # the mean reciprocal rank over both directions
         del candidate
     seconds = time.perf_counter() - t0
-    diff = per_pair[True] - per_pair[False]
-    se = float(diff.std(ddof=1) / np.sqrt(diff.size))
-    ahead = scores[True] - scores[False]
+    ahead, se = mean_and_standard_error(per_pair[True] - per_pair[False])
     if margin > 0.0:
         use = bool(ahead > margin * se)
         rule = f"every object only when ahead by more than {margin:g} x its standard error {se:.4f}"
