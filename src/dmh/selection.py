@@ -134,19 +134,22 @@ def _expected_reciprocal_rank(a: np.ndarray, t: np.ndarray) -> np.ndarray:
     return (digamma(a + t + 2.0) - digamma(a + 1.0)) / (t + 1.0)
 
 
-def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS) -> dict:
+def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS, per_pair: bool = False) -> dict:
     """How well each image code retrieves its own text among all texts (``image->text``), and vice
     versa. Row ``i`` of both arrays is one object. Returns, per direction, the mean reciprocal
     rank (``mrr``), the mean rank divided by n (``mean_rank``, 0.5 for a random ranking) and
     ``recall@k``, all expectations under random order within Hamming ties; plus ``mrr`` (mean of the
-    two directions) and ``mrr_random`` (the MRR of a random ranking, for reference)."""
+    two directions) and ``mrr_random`` (the MRR of a random ranking, for reference). ``per_pair``
+    adds ``pair_rr``, each pair's reciprocal rank averaged over the two directions
+    (:func:`pair_reciprocal_ranks`' values, to 6 decimals: their mean is ``mrr``)."""
     D = _pair_distances(image_codes, text_codes)
     n = D.shape[0]
     out = {"n_pairs": int(n)}
-    mrrs = []
+    mrrs, rrs = [], []
     for name, M in (("image->text", D), ("text->image", D.T)):
         a, t = _tie_aware_partner_ranks(M)
         rr = _expected_reciprocal_rank(a, t)
+        rrs.append(rr)
         rank = a + 1.0 + t / 2.0
         res = {"mrr": float(rr.mean()), "mean_rank": float(rank.mean() / n)}
         for k in ks:
@@ -154,6 +157,8 @@ def pair_retrieval_scores(image_codes, text_codes, ks: Sequence[int] = RECALL_KS
         out[name] = res
         mrrs.append(res["mrr"])
     out["mrr"] = float(np.mean(mrrs))
+    if per_pair:
+        out["pair_rr"] = np.round((rrs[0] + rrs[1]) / 2.0, 6).tolist()
     out["mrr_random"] = float(_expected_reciprocal_rank(np.zeros(1), np.array([n - 1.0]))[0])
     return out
 
@@ -278,15 +283,13 @@ def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None, 
     mean MRR over both directions), and code health of the held-out codes of each modality (and of
     the training objects' codes when ``train`` is given, with then the neighbourhood figure of
     :func:`neighbourhood_scores`, reported beside the score, not used to choose). ``per_pair`` adds
-    ``pair_rr``, each held-out pair's reciprocal rank (:func:`pair_reciprocal_ranks`, in the pairs'
+    ``pair_rr``, each held-out pair's reciprocal rank (:func:`pair_retrieval_scores`, in the pairs'
     order; their mean is ``score``), from which :func:`choose` gives the standard error of the
     difference between two candidates scored on the same pairs."""
     ci = model.encode(held.image, modality="image")
     ct = model.encode(held.text, modality="text")
-    out = pair_retrieval_scores(ci, ct)
+    out = pair_retrieval_scores(ci, ct, per_pair=per_pair)
     out["score"] = out["mrr"]
-    if per_pair:
-        out["pair_rr"] = pair_reciprocal_ranks(ci, ct).tolist()
     if train is not None and train.paired_mask.sum() >= 2:
         out["neighbourhood"] = neighbourhood_scores(model, held, train, held_codes=(ci, ct))
     out["health_image"] = code_health(ci)

@@ -144,6 +144,8 @@ def test_pair_reciprocal_ranks_are_the_mrr_per_pair():
     rr = pair_reciprocal_ranks(image, text)
     assert rr.shape == (30,) and np.all((rr > 0) & (rr <= 1))
     assert rr.mean() == pytest.approx(pair_retrieval_scores(image, text)["mrr"])
+    assert np.allclose(pair_retrieval_scores(image, text, per_pair=True)["pair_rr"], rr, atol=5e-7)  # dmh tune's
+    assert "pair_rr" not in pair_retrieval_scores(image, text)
     distinct = np.where((np.arange(30)[:, None] >> np.arange(8)) & 1, 1, -1).astype(np.int8)
     assert np.allclose(pair_reciprocal_ranks(distinct, distinct), 1.0)  # each partner alone at distance 0
 
