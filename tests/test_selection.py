@@ -260,3 +260,17 @@ def test_paired_score_difference_needs_fits_in_common(toy_data):
     rec = tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2)[0]
     assert len(rec["label_free"]["pair_rr"]) == rec["n_heldout_pairs"]
     assert np.mean(rec["label_free"]["pair_rr"]) == pytest.approx(rec["label_free"]["score"], abs=1e-6)
+
+
+def test_a_tune_file_with_malformed_per_pair_ranks_is_refused_naming_the_record(toy_data, tmp_path):
+    from dmh.errors import DataError
+    from dmh.selection import load_records
+
+    rec = tune(toy_data, "cvh", [{}], [8], [0], holdout=0.2)[0]
+    path = tmp_path / "t.json"
+    for bad in ("garbage", ["a", "b"], {"x": 1}):
+        path.write_text(json.dumps({"records": [rec, dict(rec, label_free={**rec["label_free"], "pair_rr": bad})]}))
+        with pytest.raises(DataError, match=r"t.json is not a tune results file \(record 1's pair_rr"):
+            load_records(path)
+    path.write_text(json.dumps({"records": [rec]}))
+    assert load_records(path) == [rec]

@@ -614,6 +614,10 @@ def load_records(path) -> list[dict]:
             raise DataError(f"{path} is not a tune results file (record {i} lacks {missing})")
     if malformed:
         raise DataError(f"{path} is not a tune results file (record {malformed[0]} has a malformed key)")
+    for i, rec in enumerate(records):  # optional (files before it lack it), but numbers where present
+        rr = rec["label_free"].get("pair_rr") if isinstance(rec["label_free"], dict) else None
+        if rr is not None and not (isinstance(rr, list) and all(isinstance(x, (int, float)) for x in rr)):
+            raise DataError(f"{path} is not a tune results file (record {i}'s pair_rr is not a list of numbers)")
     return records
 
 
