@@ -30,8 +30,12 @@ def test_figures_are_png_files(tmp_path):
     fig, axes = new_figure(3, rows=2)
     assert len(axes) == 4
     path = save_figure(fig, tmp_path / "empty.png")
+    from PIL import Image
+
     for p in (*paths.values(), path):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        with Image.open(p) as image:
+            assert image.mode == "P" and len(image.getcolors(256)) <= 256  # a palette: a third of the bytes
     assert not list(tmp_path.glob(".*tmp"))
 
 

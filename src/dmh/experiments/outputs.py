@@ -19,6 +19,7 @@ from ..records import TASKS, method_labels, with_top_precision
 from .config import run_params
 from .figures import write_figures
 from .leaderboard import cpu_fits, leaderboard_markdown
+from .stored import dumps_metrics
 from .summary import index_summary as _index
 from .summary import rounds as _rounds
 from .summary import summarize_records
@@ -378,7 +379,7 @@ def write_outputs(cfg: dict, entries: list[dict], out_dir, plots: bool = True) -
             for e in entries
         ]
     files = {"config": out / "config.json", "cells": out / "cells.json", "metrics": out / "metrics.json"}
-    atomic_write_text(files["metrics"], json.dumps(_jsonable(payload), indent=1, allow_nan=False) + "\n")
+    atomic_write_text(files["metrics"], dumps_metrics(_jsonable(payload)))
 
     quick_params = cfg["resolved"]["quick_method_params"]
     lines = _header(cfg, quick_params)
