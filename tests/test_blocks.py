@@ -109,6 +109,18 @@ def test_save_load_round_trip(fsh_blocks, tmp_path):
         np.testing.assert_allclose(loaded.project(X, modality), model.project(X, modality))
 
 
+def test_a_wrapper_of_a_wrapper_round_trips(tmp_path):
+    """The wrapped method may itself be a wrapper: its header and arrays nest."""
+    data = make_toy_data()
+    inner = BlockHasher(FSH(**FAST_FSH), block_bits=4)
+    model = _quiet_fit(BlockHasher(inner, n_bits=16, block_bits=8, random_state=0), data)
+    assert [len(b.blocks_) for b in model.blocks_] == [2, 2]
+    loaded = load_model(model.save(tmp_path / "nested.npz"))
+    assert type(loaded.method) is BlockHasher and type(loaded.method.method) is FSH
+    assert [[c.n_bits_ for c in b.blocks_] for b in loaded.blocks_] == [[4, 4], [4, 4]]
+    np.testing.assert_array_equal(loaded.encode(data.image, "image"), model.encode(data.image, "image"))
+
+
 def _rewrite(path, out, edit):
     with np.load(path) as z:
         arrays = {k: z[k] for k in z.files}
