@@ -6,6 +6,7 @@ Importing :mod:`dmh` does not import PyTorch; :class:`dmh.DMH` imports it when f
 
 from ._threads import get_threads, set_threads, thread_limit
 from .base import BaseHasher, load_model, sign_codes
+from .blocks import BlockHasher
 from .data import CrossModalData, make_semi_paired, random_split
 from .datasets import load_dataset
 from .io import load_data, save_data
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BaseHasher",
+    "BlockHasher",
     "CrossModalData",
     "DMH",
     "load_data",

@@ -87,7 +87,7 @@ class BaseHasher(BaseEstimator):
 
     def fit(self, data: CrossModalData):
         """Learn hash functions from ``data`` (all its objects; use ``data.train()`` for a split)."""
-        n_bits = check_n_bits(self.n_bits)
+        n_bits = check_n_bits(self._n_bits_param())
         self._validate_params(n_bits)  # before the data: a bad value must not wait for a large check
         data = self._check_fit_data(data)
         self.n_bits_ = n_bits
@@ -102,7 +102,12 @@ class BaseHasher(BaseEstimator):
         :class:`dmh.errors.ParameterError` (one line naming it). ``n_bits``: the bit length to check
         the values against (some, e.g. STMH's ``n_active``, are bounded by it); default ``self.n_bits``.
         The command line calls this for every method and bit length before it loads any data."""
-        self._validate_params(check_n_bits(self.n_bits if n_bits is None else n_bits))
+        self._validate_params(check_n_bits(self._n_bits_param() if n_bits is None else n_bits))
+
+    def _n_bits_param(self):
+        """The bit length the parameters ask for, before it is checked: ``n_bits`` (a wrapper such
+        as :class:`dmh.BlockHasher` may take it from the method it wraps)."""
+        return self.n_bits
 
     def _validate_params(self, n_bits: int) -> None:
         """The declared constraints (:attr:`_parameter_constraints`), then the combinations."""
@@ -240,6 +245,19 @@ class BaseHasher(BaseEstimator):
         letter a size that must agree across the arrays that name it."""
         return {}
 
+    def _header_params(self) -> dict:
+        """The hyperparameters as a saved model's header holds them (made JSON by :meth:`save`):
+        ``get_params(deep=False)``. A parameter that is itself a method (a wrapper's) is written as
+        ``{"method": its method_key, "params": its header params}``, and :meth:`_params_from_header`
+        builds it back."""
+        return self.get_params(deep=False)
+
+    @classmethod
+    def _params_from_header(cls, params: dict, path) -> dict:
+        """The keyword arguments of ``cls`` from a header's params (already read against the class's
+        parameter names); a bad value raises :class:`dmh.errors.DmhError`. As they are by default."""
+        return params
+
     def _extra_meta(self) -> dict:
         """JSON-serialisable fitted attributes (besides arrays) to save."""
         return {}
@@ -261,7 +279,7 @@ class BaseHasher(BaseEstimator):
             "method": method_key(type(self)),
             "class": type(self).__name__,
             "class_path": f"{type(self).__module__}:{type(self).__qualname__}",
-            "params": _jsonable(self.get_params(deep=False)),
+            "params": _jsonable(self._header_params()),
             "n_bits": self.n_bits_,
             "n_features": self.n_features_,
             "extra": _jsonable(self._extra_meta()),
@@ -303,15 +321,7 @@ def load_model(path) -> BaseHasher:
     """
     schema = {"method": str, "params": dict, "n_bits": int, "n_features": dict}
     meta, state = read_archive(path, "dmh-model", FORMAT_VERSION, "model", schema, ModelFileError)
-    top = meta["method"].split(":", 1)[0].split(".", 1)[0] if ":" in meta["method"] else None
-    if top is not None and top in sys.stdlib_module_names:
-        raise ModelFileError(path, f"names {meta['method']!r}, a module of Python's standard library, as its method")
-    try:
-        klass = get_method_class(meta["method"])
-    except DmhError as exc:
-        where = f" (class {meta['class_path']})" if isinstance(meta.get("class_path"), str) else ""
-        hint = "; install or register it (dmh.register_method) to load this file" if ":" not in meta["method"] else ""
-        raise ModelFileError(path, f"names a method not available here{where}: {exc}{hint}") from None
+    klass = header_method_class(meta["method"], path, meta.get("class_path"))
     try:
         n_bits = check_n_bits(meta["n_bits"])
     except ParameterError as exc:
@@ -326,11 +336,7 @@ def load_model(path) -> BaseHasher:
     extra = meta.get("extra", {})
     if not isinstance(extra, dict):
         raise ModelFileError(path, f"has a damaged header: 'extra' must be an object, got {extra!r}")
-    params, unknown = model_params(meta["method"], meta["params"], klass().get_params(deep=False))
-    if unknown:
-        raise ModelFileError(path, f"has parameters that {klass.__name__} does not have: {unknown} (a file of "
-                             "another version of the method, or an edited header)")
-    model = klass(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in params.items()})
+    model = klass(**header_params(klass, meta["method"], meta["params"], path))
     model.n_bits_ = n_bits
     model.n_features_ = {k: int(v) for k, v in n_features.items()}
     try:
@@ -347,6 +353,38 @@ def load_model(path) -> BaseHasher:
         model.featurizer_ = FeaturizerSpec.from_dict(meta["featurizer"], f"{path} (featurizer)")
         model.featurizer_.warn_if_unavailable(str(path))
     return model
+
+
+def header_method_class(name: str, path, class_path=None) -> type:
+    """The class a header names as its method (see :func:`load_model`); a name that cannot be
+    loaded here is a :class:`dmh.errors.ModelFileError` naming the file."""
+    top = name.split(":", 1)[0].split(".", 1)[0] if ":" in name else None
+    if top is not None and top in sys.stdlib_module_names:
+        raise ModelFileError(path, f"names {name!r}, a module of Python's standard library, as its method")
+    try:
+        return get_method_class(name)
+    except DmhError as exc:
+        where = f" (class {class_path})" if isinstance(class_path, str) else ""
+        hint = "; install or register it (dmh.register_method) to load this file" if ":" not in name else ""
+        raise ModelFileError(path, f"names a method not available here{where}: {exc}{hint}") from None
+
+
+def header_params(klass: type, method: str, saved: dict, path) -> dict:
+    """The keyword arguments of ``klass`` from a header's ``params`` (saved as ``method``): options
+    given up dropped, options added since filled in (:mod:`dmh._keys`), lists made tuples, then the
+    class's :meth:`BaseHasher._params_from_header`; a parameter the class does not have, or a value
+    that hook refuses, is a :class:`dmh.errors.ModelFileError` naming the file."""
+    params, unknown = model_params(method, saved, klass().get_params(deep=False))
+    if unknown:
+        raise ModelFileError(path, f"has parameters that {klass.__name__} does not have: {unknown} (a file of "
+                             "another version of the method, or an edited header)")
+    params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in params.items()}
+    try:
+        return klass._params_from_header(params, path)
+    except ModelFileError:
+        raise
+    except DmhError as exc:
+        raise ModelFileError(path, f"has invalid values in its header: {exc}") from None
 
 
 def _check_state(model: BaseHasher, state: dict, path) -> None:
@@ -375,7 +413,7 @@ def _check_state(model: BaseHasher, state: dict, path) -> None:
             elif want != got:
                 raise ModelFileError(path, f"array {key!r} has shape {arr.shape}, expected {shape}")
     for key, arr in state.items():
-        if key != "objective" and arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+        if key.rsplit(".", 1)[-1] != "objective" and arr.dtype.kind in "fc" and not np.isfinite(arr).all():
             raise ModelFileError(
                 path, f"array {key!r} holds NaN or infinite weights (a diverged fit?); refusing to load it"
             )

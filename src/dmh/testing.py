@@ -271,7 +271,10 @@ def _expect(error: type, call: Callable, what: str) -> None:
 
 
 def _same(a, b) -> bool:
-    """Parameter values equal (a list and a tuple of the same items too)."""
+    """Parameter values equal (a list and a tuple of the same items too; two methods, e.g. the one a
+    wrapper holds, when of one class with equal parameters)."""
+    if isinstance(a, BaseHasher) and isinstance(b, BaseHasher):
+        return type(a) is type(b) and _same(a.get_params(deep=False), b.get_params(deep=False))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
