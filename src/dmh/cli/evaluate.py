@@ -143,9 +143,11 @@ def validation_spec(split: str, fraction: float | None, seed: int | None) -> dic
     """``--split`` and its two options: ``{"fraction", "random_state"}`` of the validation split, or
     None for the query set (where the two options are refused, not ignored)."""
     if split != "validation":
-        given = [name for name, v in (("--validation-fraction", fraction), ("--validation-seed", seed)) if v is not None]
+        options = (("--validation-fraction", fraction), ("--validation-seed", seed))
+        given = [name for name, v in options if v is not None]
         if given:
-            raise click.UsageError(f"{' and '.join(given)} apply only with --split validation")
+            raise click.UsageError(f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} only with "
+                                   "--split validation")
         return None
     return {"fraction": 0.2 if fraction is None else fraction, "random_state": 0 if seed is None else seed}
 
