@@ -222,8 +222,8 @@ class CrossModalData:
 
     def validation(self, fraction=0.2, random_state=0) -> CrossModalData:
         """The validation split of the training objects: a copy whose queries are ``fraction`` of
-        them (a float below 1, or a whole count; seeded by ``random_state``) and whose training set
-        and database are both the other training objects.
+        them (strictly between 0 and 1; drawn with ``random_state``) and whose training set and
+        database are both the other training objects.
 
         Design defaults are chosen on this split, never on the query set, which stays for reporting.
         The fit sees only the remaining training objects, so the validation queries are unseen, as
@@ -238,7 +238,10 @@ class CrossModalData:
                 "is carved from the training objects (give train_idx or call with_split() first)"
             )
         pool = np.setdiff1d(self.train_idx, self.query_idx if self.query_idx is not None else [])
-        n_query = _split_size(fraction, "fraction", pool.size, fraction_up_to_one=False)
+        ok = isinstance(fraction, numbers.Real) and not isinstance(fraction, bool) and 0 < float(fraction) < 1
+        if not ok:  # NaN fails the comparison too
+            raise ParameterError(f"fraction must be a number strictly between 0 and 1, got {fraction!r}")
+        n_query = int(round(float(fraction) * pool.size))
         if not 1 <= n_query < pool.size:
             raise DataError(
                 f"cannot carve a validation split from {pool.size} training object(s): fraction={fraction!r} gives "
