@@ -188,3 +188,43 @@ def test_compare_on_the_command_line(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("[1, 2]")
     assert main(["compare", str(tmp_path / "bad.json"), "--baseline", "cvh", "--against", "cvh.reg=1"]) == 2
     assert "bad.json: is not a results file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- experiment configs
+def _config(tmp_path, **extra):
+    cfg = {
+        "name": "valsplit", "title": "CVH on the validation split", "paper_ref": "none", "kind": "table",
+        "bits": [16], "seeds": [0], "runs": [{"label": "CVH", "method": "cvh", "paired_ratios": [1.0]}],
+        "datasets": {"uci-digits": {"builtin": "uci-digits"}}, "default_datasets": ["uci-digits"],
+        "paper": {"source": "none", "rows": None, "notes": ["not in the paper"]}, **extra,
+    }
+    path = tmp_path / "valsplit.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_a_config_may_score_on_the_validation_split(tmp_path):
+    from dmh.experiments.runner import load_cells
+
+    out = tmp_path / "run"
+    config = _config(tmp_path, split="validation", validation={"fraction": 0.25})
+    assert main(["reproduce", str(config), "--no-plots", "--out", str(out)]) == 0
+    (entry,) = load_cells(out).values()
+    assert entry["cell"]["validation"] == {"fraction": 0.25, "random_state": 0}
+    assert {r["split"] for r in entry["records"]} == {"validation"} and entry["records"][0]["n_query"] == 375
+    assert "scored on the validation split: 0.25" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"split": "holdout"}, "split is 'holdout'"),
+        ({"validation": {"fraction": 0.3}}, "validation applies only with"),
+        ({"split": "validation", "validation": {"fraction": 1.5}}, "validation.fraction must be"),
+        ({"split": "validation", "validation": {"share": 0.5}}, "unknown key(s) ['share']"),
+    ],
+)
+def test_a_bad_split_in_a_config_is_one_line(extra, message, tmp_path, capsys):
+    assert main(["reproduce", str(_config(tmp_path, **extra)), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
