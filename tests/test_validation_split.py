@@ -228,3 +228,15 @@ def test_a_bad_split_in_a_config_is_one_line(extra, message, tmp_path, capsys):
     assert main(["reproduce", str(_config(tmp_path, **extra)), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_run_evaluation_scores_the_validation_split_when_asked(toy_data):
+    from dmh.evaluation import run_evaluation
+
+    kw = dict(methods=["cvh"], bits=[8], paired_ratios=[1.0], seeds=[0])
+    spec = {"fraction": 0.25, "random_state": 0}
+    records = run_evaluation(toy_data, validation=spec, **kw)
+    assert {r["split"] for r in records} == {"validation"} and {r["n_query"] for r in records} == {20}
+    assert {r["n_train"] for r in records} == {60}
+    test = run_evaluation(toy_data, **kw)
+    assert {r["split"] for r in test} == {"test"} and {r["n_query"] for r in test} == {40}

@@ -500,6 +500,7 @@ def run_evaluation(
     progress: bool = False,
     source: str = "data",
     trainings: Sequence[str] = ("semi-paired",),
+    validation: dict | None = None,
 ) -> list[dict]:
     """Fit and score every (seed, paired ratio, method, bit length) cell.
 
@@ -507,12 +508,15 @@ def run_evaluation(
     arguments. ``on_record`` is called with each result record as soon as it exists (for writing
     partial results); cells whose key (:func:`cell_key`) is in ``done`` are skipped (to resume an
     interrupted run; a ``(method, n_bits, paired_ratio, seed)`` tuple in ``done``, as earlier
-    versions took, skips that cell too). ``source`` names the data in the cells' keys. Returns the
-    list of records, one per cell and task.
+    versions took, skips that cell too). ``source`` names the data in the cells' keys. ``validation``
+    (``{"fraction", "random_state"}``): score the validation split of ``data``'s training objects
+    made with them instead of its query set. Returns the list of records, one per cell and task.
     """
     name = data.name or "data"
+    if validation is not None:
+        data = data.validation(**validation)
     cells = plan_evaluation(data, source, methods, bits, paired_ratios, seeds, method_params, dataset=name,
-                            trainings=trainings)
+                            trainings=trainings, validation=validation)
     done = set(done or ())
     cells = [c for c in cells
              if c["key"] not in done and (c["method"], c["n_bits"], c["paired_ratio"], c["seed"]) not in done]
