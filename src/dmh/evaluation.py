@@ -15,9 +15,9 @@ Every cell has one key (:func:`cell_key`): the canonical JSON of the dataset's f
 source path, file size and a hash of its arrays), its split, the pairing seed, the method and its
 full parameters (defaults included), the bit length, the
 label it is shown under, for a pairs-only cell only, ``pairs_only`` and, for a cell scored on the
-validation split (:meth:`dmh.CrossModalData.validation`) only, ``validation`` (its fraction and seed). Where a fit runs
-(``device``, :data:`EXECUTION_PARAMS`) is not part of the key: it changes how fast a fit runs, not
-its result beyond rounding (a deep peer's MAP on a GPU and on the CPU agree within 0.001). How
+validation split (:meth:`dmh.CrossModalData.validation`) only, ``validation`` (its fraction and
+seed). Where a fit runs (``device``, :data:`EXECUTION_PARAMS`) is not part of the key: it changes
+how fast a fit runs, not its result beyond rounding (a deep peer's MAP on a GPU and on the CPU agree within 0.001). How
 options added to or removed from a method keep earlier keys valid: :mod:`dmh._keys`. A finished
 cell is reused (``evaluate --resume``, ``reproduce`` into the same folder or with ``--reuse``) only
 on an exact key match.
@@ -67,8 +67,6 @@ _CELL_PARAMS = ("n_bits", "random_state")
 KEY_FIELDS = ("dataset", "data", "split", "label", "method", "params", "n_bits", "paired_ratio", "seed")
 #: fields that enter the key only where a cell sets them (a cell without them keeps the key it has)
 OPTIONAL_KEY_FIELDS = ("pairs_only", "validation")
-#: what a cell is scored on: the data's query set (the default) or the validation split of its training objects
-SPLITS = ("test", "validation")
 #: what a cell trains on: every object of the semi-paired set, or its paired objects alone
 TRAININGS = ("semi-paired", "pairs-only")
 
