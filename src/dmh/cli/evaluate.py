@@ -102,8 +102,8 @@ def demo(bits, rounds, seed, out):
               "paired ratios below 1 for methods that use unpaired objects, where the two differ)")
 @click.option("--split", type=click.Choice(["test", "validation"]), default="test", show_default=True,
               help="what the fits are scored on: the data's query set (test), or a seeded validation split of the "
-              "training objects (validation: that share of them as queries, the rest as training set and database; "
-              "what design defaults are chosen on, docs/defaults.md)")
+              "training objects (validation: --validation-fraction of them as queries, the rest as training set "
+              "and database; what design defaults are chosen on, docs/defaults.md)")
 @click.option("--validation-fraction", "validation_fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=None, help="with --split validation: the share of the training objects that become the "
               "validation queries  [default: 0.2]")
