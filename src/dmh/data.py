@@ -220,6 +220,37 @@ class CrossModalData:
             return self
         return replace(self, dtype=dtype)
 
+    def validation(self, fraction=0.2, random_state=0) -> CrossModalData:
+        """The validation split of the training objects: a copy whose queries are ``fraction`` of
+        them (strictly between 0 and 1; drawn with ``random_state``) and whose training set and
+        database are both the other training objects.
+
+        Design defaults are chosen on this split, never on the query set, which stays for reporting.
+        The fit sees only the remaining training objects, so the validation queries are unseen, as
+        the test queries are in every protocol here; the database is those same objects, as the
+        test database holds the training set. Objects outside the training set (the test queries,
+        the rest of the database) take no part, and a test query listed in ``train_idx`` is never a
+        validation object.
+        """
+        if self.train_idx is None:
+            raise DataError(
+                f"the data{' ' + repr(self.name) if self.name else ''} have no train_idx: a validation split "
+                "is carved from the training objects (give train_idx or call with_split() first)"
+            )
+        pool = np.setdiff1d(self.train_idx, self.query_idx if self.query_idx is not None else [])
+        ok = isinstance(fraction, numbers.Real) and not isinstance(fraction, bool) and 0 < float(fraction) < 1
+        if not ok:  # NaN fails the comparison too
+            raise ParameterError(f"fraction must be a number strictly between 0 and 1, got {fraction!r}")
+        n_query = int(round(float(fraction) * pool.size))
+        if not 1 <= n_query < pool.size:
+            raise DataError(
+                f"cannot carve a validation split from {pool.size} training object(s): fraction={fraction!r} gives "
+                f"{n_query} validation queries (at least one is needed, and one object left for the database)"
+            )
+        perm = check_random_state(random_state).permutation(pool)
+        query, rest = np.sort(perm[:n_query]), np.sort(perm[n_query:])
+        return replace(self, train_idx=rest, query_idx=query, database_idx=rest)
+
     def _split(self, key: str) -> CrossModalData:
         idx = getattr(self, key)
         if idx is None:

@@ -14,9 +14,10 @@ train on the same data).
 Every cell has one key (:func:`cell_key`): the canonical JSON of the dataset's fingerprint (its
 source path, file size and a hash of its arrays), its split, the pairing seed, the method and its
 full parameters (defaults included), the bit length, the
-label it is shown under and, for a pairs-only cell only, ``pairs_only``. Where a fit runs
-(``device``, :data:`EXECUTION_PARAMS`) is not part of the key: it changes how fast a fit runs, not
-its result beyond rounding (a deep peer's MAP on a GPU and on the CPU agree within 0.001). How
+label it is shown under, for a pairs-only cell only, ``pairs_only`` and, for a cell scored on the
+validation split (:meth:`dmh.CrossModalData.validation`) only, ``validation`` (its fraction and
+seed). Where a fit runs (``device``, :data:`EXECUTION_PARAMS`) is not part of the key: it changes
+how fast a fit runs, not its result beyond rounding (a deep peer's MAP on a GPU and on the CPU agree within 0.001). How
 options added to or removed from a method keep earlier keys valid: :mod:`dmh._keys`. A finished
 cell is reused (``evaluate --resume``, ``reproduce`` into the same folder or with ``--reuse``) only
 on an exact key match.
@@ -65,7 +66,7 @@ _CELL_PARAMS = ("n_bits", "random_state")
 #: the fields of a cell that make up its key
 KEY_FIELDS = ("dataset", "data", "split", "label", "method", "params", "n_bits", "paired_ratio", "seed")
 #: fields that enter the key only where a cell sets them (a cell without them keeps the key it has)
-OPTIONAL_KEY_FIELDS = ("pairs_only",)
+OPTIONAL_KEY_FIELDS = ("pairs_only", "validation")
 #: what a cell trains on: every object of the semi-paired set, or its paired objects alone
 TRAININGS = ("semi-paired", "pairs-only")
 
@@ -176,9 +177,10 @@ def check_method_params(method: str, params: dict | None = None, bits: Iterable[
 
 def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_bits: int, paired_ratio: float,
               seed: int, label: str | None = None, grid: dict | None = None, source: str | None = None,
-              pairs_only: bool = False) -> dict:
+              pairs_only: bool = False, validation: dict | None = None) -> dict:
     """A cell with its full parameters and its key (``cell["key"]``); ``pairs_only`` trains it on
-    the paired objects of its semi-paired set alone."""
+    the paired objects of its semi-paired set alone; ``validation`` (``{"fraction", "random_state"}``)
+    says that the cell's data are the validation split made with them."""
     cell = {
         "dataset": dataset,
         "source": source if source is not None else fingerprint["source"],
@@ -194,6 +196,9 @@ def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_b
     }
     if pairs_only:
         cell["pairs_only"] = True
+    if validation:
+        cell["validation"] = {"fraction": float(validation["fraction"]),
+                              "random_state": int(validation["random_state"])}
     if pairs_only or float(paired_ratio) >= 1.0:  # options that change nothing there keep older keys
         cell["params"] = paired_key_params(cell["method"], cell["params"])
     cell["key"] = cell_key(cell)
@@ -248,6 +253,7 @@ def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_histo
                 "paired_ratio": cell["paired_ratio"],
                 "seed": cell["seed"],
                 "task": task,
+                "split": "validation" if cell.get("validation") else "test",
                 **sc,
                 **({"pairs_only": True} if cell.get("pairs_only") else {}),
                 "fit_seconds": round(fit_s, 3),
@@ -418,6 +424,7 @@ def plan_evaluation(
     method_params: dict[str, dict] | None = None,
     dataset: str = "data",
     trainings: Sequence[str] = ("semi-paired",),
+    validation: dict | None = None,
 ) -> list[dict]:
     """The cells of one evaluation, ordered seed, paired ratio, method, training, bits. ``source``
     names the data (a file path or a built-in name) in the cells' keys; ``dataset`` is the name
@@ -426,7 +433,9 @@ def plan_evaluation(
     ``trainings`` (of :data:`TRAININGS`): ``"pairs-only"`` adds cells trained on the pairs of each
     semi-paired set alone, labelled ``"METHOD (pairs only)"``. Beside ``"semi-paired"`` they are
     made only where they differ from it: at paired ratios below 1 and for methods that use unpaired
-    objects (:func:`pairs_only_redundant` says which were left out)."""
+    objects (:func:`pairs_only_redundant` says which were left out). ``validation``
+    (``{"fraction", "random_state"}``): ``data`` is the validation split made with them
+    (:meth:`dmh.CrossModalData.validation`), and the cells say so in their keys and records."""
     if not data.has_split:
         raise DataError(f"{source}: the data need train_idx, query_idx and database_idx (see with_split)")
     train = data.train()
@@ -456,7 +465,8 @@ def plan_evaluation(
                     label = f"{m} (pairs only)" if pairs_only else m
                     cells += [make_cell(dataset=dataset, fingerprint=fingerprint, method=m,
                                         params=method_params.get(m, {}), n_bits=b, paired_ratio=r, seed=s,
-                                        label=label, pairs_only=pairs_only) for b in bits]
+                                        label=label, pairs_only=pairs_only, validation=validation)
+                              for b in bits]
     return cells
 
 
@@ -488,6 +498,7 @@ def run_evaluation(
     progress: bool = False,
     source: str = "data",
     trainings: Sequence[str] = ("semi-paired",),
+    validation: dict | None = None,
 ) -> list[dict]:
     """Fit and score every (seed, paired ratio, method, bit length) cell.
 
@@ -495,12 +506,15 @@ def run_evaluation(
     arguments. ``on_record`` is called with each result record as soon as it exists (for writing
     partial results); cells whose key (:func:`cell_key`) is in ``done`` are skipped (to resume an
     interrupted run; a ``(method, n_bits, paired_ratio, seed)`` tuple in ``done``, as earlier
-    versions took, skips that cell too). ``source`` names the data in the cells' keys. Returns the
-    list of records, one per cell and task.
+    versions took, skips that cell too). ``source`` names the data in the cells' keys. ``validation``
+    (``{"fraction", "random_state"}``): score the validation split of ``data``'s training objects
+    made with them instead of its query set. Returns the list of records, one per cell and task.
     """
     name = data.name or "data"
+    if validation is not None:
+        data = data.validation(**validation)
     cells = plan_evaluation(data, source, methods, bits, paired_ratios, seeds, method_params, dataset=name,
-                            trainings=trainings)
+                            trainings=trainings, validation=validation)
     done = set(done or ())
     cells = [c for c in cells
              if c["key"] not in done and (c["method"], c["n_bits"], c["paired_ratio"], c["seed"]) not in done]

@@ -4,8 +4,8 @@
 Errors in the user's input are reported in one line naming the problem (exit code 2), never as a
 traceback. One module per group of commands: :mod:`.evaluate` (demo, evaluate), :mod:`.models`
 (fit), :mod:`.data` (info, featurize, datasets), :mod:`.search` (encode, index, search),
-:mod:`.experiments` (reproduce), :mod:`.tune` (tune), :mod:`.collection` (build, add, remove, caption,
-serve, and search on a collection folder); :mod:`._options` parses what they share.
+:mod:`.experiments` (reproduce), :mod:`.tune` (tune), :mod:`.compare` (compare), :mod:`.collection` (build,
+add, remove, caption, serve, and search on a collection folder); :mod:`._options` parses what they share.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import click
 from ..errors import DmhError, os_error_message
 from ._options import refuse_blank_values, word_flags
 from .collection import add, build, caption, remove, serve
+from .compare import compare
 from .data import datasets, featurize, info
 from .evaluate import demo, evaluate
 from .experiments import reproduce
@@ -50,7 +51,7 @@ def cli():
 
 
 for _command in (demo, evaluate, fit, info, encode, index, search, featurize, datasets, reproduce, build, add, remove,
-                 caption, serve, tune):
+                 caption, serve, tune, compare):
     refuse_blank_values(_command)
     word_flags(_command)
     cli.add_command(_command)

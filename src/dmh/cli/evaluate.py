@@ -100,8 +100,18 @@ def demo(bits, rounds, seed, out):
               help="comma-separated: semi-paired (every object of each semi-paired training set) and/or pairs-only "
               "(its paired objects alone, recorded as 'METHOD (pairs only)'; beside semi-paired, fitted only at "
               "paired ratios below 1 for methods that use unpaired objects, where the two differ)")
+@click.option("--split", type=click.Choice(["test", "validation"]), default="test", show_default=True,
+              help="what the fits are scored on: the data's query set (test), or a seeded validation split of the "
+              "training objects (validation: --validation-fraction of them as queries, the rest as training set "
+              "and database; what design defaults are chosen on, docs/defaults.md)")
+@click.option("--validation-fraction", "validation_fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=None, help="with --split validation: the share of the training objects that become the "
+              "validation queries  [default: 0.2]")
+@click.option("--validation-seed", "validation_seed", type=click.IntRange(min=0), default=None,
+              help="with --split validation: the seed that draws them  [default: 0]")
 @jobs_option
-def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overwrite, plots, training, jobs):
+def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overwrite, plots, training, split,
+             validation_fraction, validation_seed, jobs):
     """Fit METHOD(s) on DATA (a data file or a built-in name) and score image->text and text->image.
 
     An existing --out is refused unless --resume (continue it: its cells with this run's cell key
@@ -118,6 +128,7 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
     mparams = parse_params(params, methods)
     check_params(methods, mparams, bit_list)
     trainings = training_list(training)
+    validation = validation_spec(split, validation_fraction, validation_seed)
     if resume and overwrite:
         raise click.UsageError("give at most one of --resume and --overwrite")
     out = Path(out)
@@ -125,7 +136,20 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
     with exclusive_lock(out):
         if out.exists() and not (resume or overwrite):
             raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
-        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs, trainings)
+        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs, trainings, validation)
+
+
+def validation_spec(split: str, fraction: float | None, seed: int | None) -> dict | None:
+    """``--split`` and its two options: ``{"fraction", "random_state"}`` of the validation split, or
+    None for the query set (where the two options are refused, not ignored)."""
+    if split != "validation":
+        options = (("--validation-fraction", fraction), ("--validation-seed", seed))
+        given = [name for name, v in options if v is not None]
+        if given:
+            raise click.UsageError(f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} only with "
+                                   "--split validation")
+        return None
+    return {"fraction": 0.2 if fraction is None else fraction, "random_state": 0 if seed is None else seed}
 
 
 def training_list(text: str) -> list[str]:
@@ -140,7 +164,7 @@ def training_list(text: str) -> list[str]:
 
 
 def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots, jobs=1,
-              trainings=("semi-paired",)):
+              trainings=("semi-paired",), validation=None):
     from ..datasets import load_dataset
     from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
     from ..report import markdown_table, write_results
@@ -149,9 +173,14 @@ def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume
     dataset = load_dataset(data)
     dataset.require_labels()
     click.echo(dataset.summary())
+    if validation is not None:
+        dataset = dataset.validation(**validation)
+        click.echo(f"Validation split (seed {validation['random_state']}): {dataset.query_idx.size} of the "
+                   f"training objects as queries, the other {dataset.train_idx.size} as training set and "
+                   "database; the query set is not used")
     name = dataset.name or "data"
     cells = plan_evaluation(dataset, str(data), methods, bit_list, ratios, seeds, mparams, dataset=name,
-                            trainings=trainings)
+                            trainings=trainings, validation=validation)
     if "pairs-only" in trainings and len(trainings) > 1:
         from ..evaluation import pairs_only_redundant
 
@@ -167,7 +196,9 @@ def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume
     records = [rec for c in cells if c["key"] in reused for rec in reused[c["key"]]]
     todo = [c for c in cells if c["key"] not in reused]
     config = {"data": str(data), "methods": methods, "bits": bit_list, "paired_ratios": ratios,
-              "seeds": seeds, "params": mparams, "training": list(trainings)}
+              "seeds": seeds, "params": mparams, "training": list(trainings),
+              "split": "test" if validation is None else "validation",
+              **({"validation": validation} if validation is not None else {})}
     prior = label_prior_map(dataset)
 
     def save_partial(entry):

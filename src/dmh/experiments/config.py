@@ -226,7 +226,31 @@ def validate_config(config: dict) -> dict:
             _fail(config, "default_datasets", f"names {name!r}, which is not in 'datasets'")
     _check_quick(config, config.get("quick", {}))
     _check_paper(config, config["paper"])
+    config_validation(config)
     return config
+
+
+def config_validation(config: dict) -> dict | None:
+    """A config's ``split``: ``"test"`` (the default: the datasets' query sets) or ``"validation"``,
+    with an optional ``validation`` object ``{"fraction": 0.2, "random_state": 0}``. Returns the
+    validation split's ``{"fraction", "random_state"}``, or None for the query sets."""
+    split = config.get("split", "test")
+    if split not in ("test", "validation"):
+        _fail(config, "split", f"is {split!r}; expected 'test' or 'validation'")
+    spec = config.get("validation")
+    if split == "test":
+        if spec is not None:
+            _fail(config, "validation", "applies only with \"split\": \"validation\"")
+        return None
+    spec = {} if spec is None else spec
+    _check_object(config, "validation", spec, {"fraction", "random_state"}, True)
+    spec = {"fraction": 0.2, "random_state": 0, **spec}
+    fraction, seed = spec["fraction"], spec["random_state"]
+    if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not 0 < fraction < 1:
+        _fail(config, "validation.fraction", f"must be a number strictly between 0 and 1, got {fraction!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        _fail(config, "validation.random_state", f"must be a whole number >= 0, got {seed!r}")
+    return {"fraction": float(fraction), "random_state": seed}
 
 
 def _check_dataset(config, name, spec):

@@ -329,6 +329,11 @@ def _header(cfg, quick_params) -> list[str]:
         f"- seeds: {cfg['seeds']} (mean ± sample std over seeds; one seed: the value alone)",
         f"- bits: {cfg['bits']}",
     ]
+    if cfg.get("split") == "validation":
+        v = {"fraction": 0.2, "random_state": 0, **cfg.get("validation", {})}
+        lines.append(f"- scored on the validation split: {v['fraction']:g} of each dataset's training objects as "
+                     f"queries (seed {v['random_state']}), the rest as training set and database; not on the query "
+                     "sets, which the paper's numbers are for")
     for run in cfg["runs"]:
         params = run_params(cfg, run)
         grid = f", grid {json.dumps(run['grid'])}" if run.get("grid") else ""

@@ -40,6 +40,7 @@ from .config import (  # DOCUMENTED_METHODS, KINDS, config_names, validate_confi
     KINDS,  # noqa: F401
     _method_class,
     config_names,  # noqa: F401
+    config_validation,
     load_config,
     resolve_config,
     run_params,
@@ -283,11 +284,15 @@ def run_experiment(
             raise ParameterError(f"no method of experiment {cfg['name']!r} is available: {', '.join(missing)}")
     sources: dict[str, str] = {}
     data = _load_datasets(cfg, data_dir, sources)  # fail on missing data before any work
+    validation = config_validation(cfg)  # "split": "validation": each dataset's validation split instead
+    if validation is not None:
+        data = {name: d.validation(**validation) for name, d in data.items()}
     fingerprints = {name: data_fingerprint(d, sources[name]) for name, d in data.items()}
     cells = [
         make_cell(dataset=c["dataset"], fingerprint=fingerprints[c["dataset"]], method=c["method"],
                   params=c["params"], n_bits=c["n_bits"], paired_ratio=c["paired_ratio"], seed=c["seed"],
-                  label=c["label"], grid=c["grid"], source=c["source"], pairs_only=c["pairs_only"])
+                  label=c["label"], grid=c["grid"], source=c["source"], pairs_only=c["pairs_only"],
+                  validation=validation)
         for c in plan_cells(cfg)
     ]
     jobs = check_jobs(jobs)
