@@ -69,7 +69,7 @@ def rerank_order(scores, distances, ids) -> np.ndarray:
 
 def reranked_pair_scores(image_values, text_values, *, oversample: int = OVERSAMPLE, k: int = PAIR_SCORE_K,
                          ks=(1, 5, 10)) -> dict:
-    """:func:`dmh.selection.pair_retrieval_scores` of a search that re-ranks: row ``i`` of both
+    """:func:`dmh.heldout.pair_retrieval_scores` of a search that re-ranks: row ``i`` of both
     arrays (real values, before the sign) is one held-out pair. For each query, the first
     ``oversample * k`` of the other modality by ``(Hamming distance, row)`` are ordered by cosine
     (:func:`rerank_order`); the partner's rank is its place there, or, when it is not among them,
@@ -77,7 +77,7 @@ def reranked_pair_scores(image_values, text_values, *, oversample: int = OVERSAM
     ``pair_retrieval_scores``."""
     from .base import sign_codes
     from .metrics import hamming_distance
-    from .selection import _expected_reciprocal_rank
+    from .heldout._pairs import _expected_reciprocal_rank
 
     iv = np.asarray(image_values, dtype=np.float64)
     tv = np.asarray(text_values, dtype=np.float64)
