@@ -76,8 +76,8 @@ def reranked_pair_scores(image_values, text_values, *, oversample: int = OVERSAM
     after them, in expectation under a random order within its Hamming tie. Same keys as
     ``pair_retrieval_scores``."""
     from .base import sign_codes
-    from .metrics import hamming_distance
     from .heldout._pairs import _expected_reciprocal_rank
+    from .metrics import hamming_distance
 
     iv = np.asarray(image_values, dtype=np.float64)
     tv = np.asarray(text_values, dtype=np.float64)

@@ -29,7 +29,15 @@ from ..heldout import (
     score_model,
     search,
 )
-from ._records import RecordScores, choose, load_records, paired_score_difference, rank_correlations, spearman, summarize
+from ._records import (
+    RecordScores,
+    choose,
+    load_records,
+    paired_score_difference,
+    rank_correlations,
+    spearman,
+    summarize,
+)
 from ._tune import TUNE, candidate_key, data_ident, fit_key, parse_grid, tune
 
 __all__ = [
