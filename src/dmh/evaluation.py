@@ -45,6 +45,7 @@ __all__ = [
     "MAX_JOBS",
     "TASKS",
     "TRAININGS",
+    "EVALUATE",
     "CellTask",
     "cell_key",
     "check_jobs",
