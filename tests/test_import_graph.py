@@ -1,4 +1,5 @@
-"""The package's modules import one another without a circle.
+"""The package's modules import one another without a circle, and only downward through the layers
+of :data:`LAYERS` (the module map of docs/development.md).
 
 The graph is read from the source with :mod:`ast`: every import statement counts, at module level or
 inside a function (a lazy import is still an edge: it runs as soon as the function does), except those
@@ -138,3 +139,84 @@ def test_the_checker_sees_a_circle_through_a_package_init(tmp_path):
     assert cycles(graph) == [["dmh.feat", "dmh.feat._folder", "dmh.spec"]]
     assert graph["dmh.plain"] == {"dmh.spec"}  # TYPE_CHECKING imports are not run
     assert graph["dmh.feat._folder"] == {"dmh.spec"}  # its own package ran before it
+
+
+#: the layers of the package, lowest first, each a list of module prefixes (``"methods"`` is
+#: ``dmh.methods`` and every module under it): a module imports only from its own layer and those
+#: before it. docs/development.md draws the same list. The package's own ``__init__`` (``dmh``: the
+#: public names, gathered from every layer) is in none.
+LAYERS: list[list[str]] = [
+    ["errors", "_json", "_atomic", "_archive", "_validation", "_literal", "_memory", "_topk", "_torch_nn"],
+    ["constraints"],
+    ["_threads"],
+    ["data", "io", "datasets", "_featurizers", "featurizer_spec", "featurize"],
+    ["_keys", "registry", "base"],
+    ["hamming", "metrics"],
+    ["heldout"],
+    ["methods", "baselines", "peers"],
+    ["testing"],
+    ["rerank", "code_files", "index", "distributed", "store"],
+    ["_workers", "records", "evaluation"],
+    ["selection", "diagnostics"],
+    ["report", "plots"],
+    ["experiments"],
+    ["collection", "server"],
+    ["cli"],
+]
+
+
+def layer_of(module: str, layers=LAYERS, package: str = "dmh") -> int | None:
+    """The index in ``layers`` of ``module``'s longest matching prefix; ``None`` for the package itself
+    or a module no prefix names."""
+    best, length = None, -1
+    for i, prefixes in enumerate(layers):
+        for p in prefixes:
+            full = f"{package}.{p}"
+            if (module == full or module.startswith(full + ".")) and len(full) > length:
+                best, length = i, len(full)
+    return best
+
+
+def upward_imports(graph: dict[str, set[str]], layers=LAYERS, package: str = "dmh") -> list[str]:
+    """Each import of a module from a higher layer than its own, as ``"low -> high"``."""
+    out = []
+    for name in sorted(graph):
+        here = layer_of(name, layers, package)
+        if here is None:
+            continue
+        for target in sorted(graph[name]):
+            there = layer_of(target, layers, package)
+            if there is not None and there > here:
+                out.append(f"{name} -> {target}")
+    return out
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in sorted(import_graph()) if m != "dmh" and layer_of(m) is None]
+    assert unplaced == [], "modules in no layer of LAYERS (and docs/development.md): " + ", ".join(unplaced)
+
+
+def test_no_module_imports_from_a_higher_layer():
+    up = upward_imports(import_graph())
+    assert up == [], "imports from a higher layer: " + "; ".join(up)
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path):
+    pkg = tmp_path / "dmh"
+    (pkg / "methods").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import evaluation\n")
+    (pkg / "methods" / "__init__.py").write_text("")
+    (pkg / "methods" / "choice.py").write_text("def f():\n    from ..evaluation import run\n")
+    (pkg / "evaluation.py").write_text("from .methods import choice\n")
+    layers = [["methods"], ["evaluation"]]
+    graph = import_graph(tmp_path)
+    assert upward_imports(graph, layers) == ["dmh.methods.choice -> dmh.evaluation"]  # a lazy import counts
+    assert layer_of("dmh", layers) is None and layer_of("dmh.methods.choice", layers) == 0
+
+
+def test_the_docs_draw_the_layers():
+    """docs/development.md's module map lists the layers of :data:`LAYERS`, in their order."""
+    text = (SRC.parent / "docs" / "development.md").read_text(encoding="utf-8")
+    block = text.split("Data flows downward", 1)[1].split("```", 2)[1]
+    drawn = [line.split("   ")[0].split() for line in block.strip().splitlines() if line and not line.startswith(" ")]
+    assert [[p.rstrip("/") for p in layer] for layer in drawn] == LAYERS

@@ -1,6 +1,5 @@
-"""Independent tasks (one fit each) in worker processes: the ``jobs=N`` of
-:func:`dmh.evaluation.run_cells` and :func:`dmh.selection.tune` (``--jobs`` of ``dmh reproduce``,
-``dmh evaluate`` and ``dmh tune``).
+"""Independent tasks (one fit each) in worker processes: the ``jobs=N`` of the one cell loop,
+:func:`dmh.evaluation.run_cells` (``--jobs`` of ``dmh reproduce``, ``dmh evaluate`` and ``dmh tune``).
 
 N workers share dmh's thread setting (:func:`dmh.get_threads`): each runs ``threads // N`` threads
 (at least one), so a task's result is the one a serial run at that thread count gives (same seed,

@@ -5,7 +5,7 @@ Fit with ``DMH(..., record_diagnostics=True)`` (each round's CLE features, GBE c
 weights are kept in ``rounds_``), then call :func:`diagnose`. Per round it reports:
 
 label-free (anyone can compute them on their own data)
-    ``heldout``: the pair-retrieval score of :func:`dmh.selection.score_model` on held-out pairs
+    ``heldout``: the pair-retrieval score of :func:`dmh.heldout.score_model` on held-out pairs
     (when given); ``gbe_health``: bit balance, bit correlation and distinct codes of GBE's training
     codes; ``gbe_loss``; ``dam_agreement``: the fraction of bits of the networks' training codes that
     equal GBE's codes (how well DAM fits its targets), per modality; ``dam_loss``.
@@ -31,7 +31,7 @@ import numpy as np
 
 from .data import CrossModalData, label_matrix
 from .errors import ParameterError
-from .selection import _cosine
+from .heldout._codes import _cosine
 
 __all__ = ["model_at_round", "ranking_map", "diagnose"]
 
@@ -110,11 +110,11 @@ def _group_maps(score_fn, train: CrossModalData, L: np.ndarray) -> dict:
 def diagnose(model, train: CrossModalData, held=None, query: CrossModalData | None = None,
              database: CrossModalData | None = None) -> list[dict]:
     """Per-round report of a DMH fitted on ``train`` with ``record_diagnostics=True`` (see the module
-    docstring). ``held`` (:class:`dmh.selection.HeldOutPairs`) adds the label-free held-out score;
+    docstring). ``held`` (:class:`dmh.heldout.HeldOutPairs`) adds the label-free held-out score;
     labels of ``train`` add the MAP of Y, GBE codes and training codes; ``query`` and ``database``
     add the test MAP."""
     from .evaluation import evaluate_model
-    from .selection import code_health, score_model
+    from .heldout import code_health, score_model
 
     _check_recorded(model)
     L = label_matrix(train.labels) if train.labels is not None else None

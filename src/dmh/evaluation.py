@@ -1,4 +1,5 @@
-"""The evaluation protocol and its one cell loop, used by ``dmh evaluate`` and ``dmh reproduce``.
+"""The evaluation protocol and its one cell loop, used by ``dmh evaluate``, ``dmh reproduce`` and
+``dmh tune`` (which scores its cells on held-out pairs instead: :class:`CellTask`).
 
 Train on a (semi-)paired training set, encode queries and database with the learned hash
 functions, score image->text and text->image Hamming ranking. A *cell* is one fit: dataset, method
@@ -28,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,8 @@ __all__ = [
     "MAX_JOBS",
     "TASKS",
     "TRAININGS",
+    "EVALUATE",
+    "CellTask",
     "cell_key",
     "check_jobs",
     "data_fingerprint",
@@ -271,6 +275,19 @@ def fit_cell(cell: dict, data: CrossModalData, train: CrossModalData, keep_histo
     return entry
 
 
+@dataclass(frozen=True)
+class CellTask:
+    """What :func:`run_cells` does with each cell. ``fit(state, cell) -> entry``: a module-level function
+    (a worker process finds it by name) given the loop's ``state`` (``datasets``, ``keep_history``, and
+    whatever it keeps there, such as a training set shared by consecutive cells) and one cell;
+    ``line(cell)``: the words a cell is shown with (``None``: no line per cell); ``name``: the
+    progress bar's."""
+
+    fit: Callable[[dict, dict], dict]
+    line: Callable[[dict], str] | None = None
+    name: str = "evaluate"
+
+
 def run_cells(
     cells: Sequence[dict],
     datasets: dict[str, CrossModalData],
@@ -280,11 +297,14 @@ def run_cells(
     echo: Callable[[str], None] | None = None,
     progress: bool = False,
     jobs: int = 1,
+    task: CellTask | None = None,
 ) -> list[dict]:
     """The one cell loop: fit and score every cell (in order; consecutive cells of one dataset,
     seed and paired ratio share their semi-paired training set). ``on_entry`` gets each finished
     cell as soon as it exists (to save it); ``echo`` a line per cell; ``progress`` shows a bar.
-    Returns the finished cells, in the order of ``cells``.
+    Returns the finished cells, in the order of ``cells``. ``task`` (a :class:`CellTask`) is what is
+    done with each cell: by default :data:`EVALUATE` (:func:`fit_cell`); ``dmh tune`` passes its own
+    (a fit scored on held-out pairs, :mod:`dmh.selection`).
 
     ``jobs=N`` (N > 1) fits N cells at a time, each in its own worker process with
     ``threads // N`` threads (at least one; ``threads`` is dmh's setting, :func:`dmh.get_threads`),
@@ -296,25 +316,25 @@ def run_cells(
     raised, so nothing fitted is lost.
     """
     jobs = check_jobs(jobs)
+    task = EVALUATE if task is None else task
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         # on a terminal only: in a log or a pipe the bar's fragments would bury the messages
-        bar = tqdm(total=len(cells), desc="evaluate", unit="fit", disable=None)
+        bar = tqdm(total=len(cells), desc=task.name, unit="fit", disable=None)
     try:
         if jobs > 1 and len(cells) > 1:
-            return _run_cells_parallel(cells, datasets, jobs, on_entry, keep_history, echo, bar)
-        cache: dict = {}
+            return _run_cells_parallel(cells, datasets, jobs, on_entry, keep_history, echo, bar, task)
+        state = {"datasets": datasets, "keep_history": keep_history}
         entries = []
         for i, cell in enumerate(cells, 1):
-            data = datasets[cell["dataset"]]
-            line = _cell_line(cell)
-            if echo is not None:
+            line = task.line(cell) if task.line is not None else None
+            if echo is not None and line is not None:
                 echo(f"[{i}/{len(cells)}] {cell['dataset']} {line}")
-            if bar is not None:
+            if bar is not None and line is not None:
                 bar.set_postfix_str(line)
-            entry = fit_cell(cell, data, _training_set(cache, cell, data), keep_history)
+            entry = task.fit(state, cell)
             entries.append(entry)
             if on_entry is not None:
                 on_entry(entry)
@@ -356,20 +376,25 @@ def _training_set(cache: dict, cell: dict, data: CrossModalData) -> CrossModalDa
 
 
 def _fit_cell_task(state: dict, cell: dict) -> dict:
-    """One cell in a worker of :func:`run_cells` (``state``: the datasets, ``keep_history``)."""
+    """One cell of :func:`run_cells`, in this process or a worker's (``state``: the datasets,
+    ``keep_history``, the training set of the latest cells)."""
     data = state["datasets"][cell["dataset"]]
     return fit_cell(cell, data, _training_set(state.setdefault("cache", {}), cell, data), state["keep_history"])
 
 
-def _run_cells_parallel(cells, datasets, jobs, on_entry, keep_history, echo, bar) -> list[dict]:
+#: what :func:`run_cells` does with a cell unless told otherwise: :func:`fit_cell`
+EVALUATE = CellTask(_fit_cell_task, _cell_line, "evaluate")
+
+
+def _run_cells_parallel(cells, datasets, jobs, on_entry, keep_history, echo, bar, task) -> list[dict]:
     from ._workers import run_in_workers
 
     n_done = [0]
 
     def handed(i, entry):
         n_done[0] += 1
-        if echo is not None:
-            echo(f"[{n_done[0]}/{len(cells)}] {cells[i]['dataset']} {_cell_line(cells[i])}: "
+        if echo is not None and task.line is not None:
+            echo(f"[{n_done[0]}/{len(cells)}] {cells[i]['dataset']} {task.line(cells[i])}: "
                  f"{entry['fit_seconds']:.1f} s")
         if on_entry is not None:
             on_entry(entry)
@@ -377,7 +402,7 @@ def _run_cells_parallel(cells, datasets, jobs, on_entry, keep_history, echo, bar
             bar.update(1)
 
     state = {"datasets": {c["dataset"]: datasets[c["dataset"]] for c in cells}, "keep_history": keep_history}
-    return run_in_workers(_fit_cell_task, cells, jobs=jobs, state=state, on_result=handed, echo=echo)
+    return run_in_workers(task.fit, cells, jobs=jobs, state=state, on_result=handed, echo=echo)
 
 
 def reusable_cells(cells: Sequence[dict], records: Sequence[dict], where: str = "the results file"):

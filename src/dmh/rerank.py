@@ -69,15 +69,15 @@ def rerank_order(scores, distances, ids) -> np.ndarray:
 
 def reranked_pair_scores(image_values, text_values, *, oversample: int = OVERSAMPLE, k: int = PAIR_SCORE_K,
                          ks=(1, 5, 10)) -> dict:
-    """:func:`dmh.selection.pair_retrieval_scores` of a search that re-ranks: row ``i`` of both
+    """:func:`dmh.heldout.pair_retrieval_scores` of a search that re-ranks: row ``i`` of both
     arrays (real values, before the sign) is one held-out pair. For each query, the first
     ``oversample * k`` of the other modality by ``(Hamming distance, row)`` are ordered by cosine
     (:func:`rerank_order`); the partner's rank is its place there, or, when it is not among them,
     after them, in expectation under a random order within its Hamming tie. Same keys as
     ``pair_retrieval_scores``."""
     from .base import sign_codes
+    from .heldout._pairs import _expected_reciprocal_rank
     from .metrics import hamming_distance
-    from .selection import _expected_reciprocal_rank
 
     iv = np.asarray(image_values, dtype=np.float64)
     tv = np.asarray(text_values, dtype=np.float64)

@@ -8,8 +8,8 @@ import pytest
 from dmh import DMH, load_model, make_semi_paired
 from dmh.errors import ParameterError
 from dmh.evaluation import data_fingerprint, make_cell
+from dmh.heldout import holdout_pairs, pair_reciprocal_ranks, pair_retrieval_scores
 from dmh.methods.dmh import PRESETS
-from dmh.selection import holdout_pairs, pair_reciprocal_ranks, pair_retrieval_scores
 
 TINY = dict(d=8, hidden_size=32, n_rounds=1, dam_epochs=2, cle_max_iter=5, gbe_max_iter=20)
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -75,7 +75,7 @@ def _force_scores(monkeypatch, every_object, pairs_alone):
         calls.append(1)
         return np.asarray(every_object if len(calls) == 1 else pairs_alone, dtype=float)
 
-    monkeypatch.setattr("dmh.selection.pair_reciprocal_ranks", per_pair)
+    monkeypatch.setattr("dmh.heldout._search.pair_reciprocal_ranks", per_pair)
     return calls
 
 

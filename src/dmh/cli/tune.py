@@ -42,7 +42,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     from ..datasets import load_dataset
     from ..errors import DataError
     from ..registry import resolve_method
-    from ..selection import choose, load_records, parse_grid, rank_correlations, summarize
+    from ..selection import best_mean, choose, load_records, parse_grid, rank_correlations, summarize
     from ..selection import tune as run_tune
 
     method = resolve_method(method)
@@ -79,7 +79,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     def write(recs):
         payload = {"config": config, "records": recs, "summary": summarize(recs)}
         if recs:
-            payload["chosen"] = choose(recs)
+            payload["chosen"] = choose(recs, rule=best_mean)
         if test_map:
             payload["rank_correlation"] = rank_correlations(recs)
         atomic_write_text(Path(out), json.dumps(jsonable(payload), indent=1))
@@ -105,7 +105,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     for row in summarize(records):
         extra = f" | {row['test_map']:.4f}" if "test_map" in row else ""
         click.echo(f"{row['candidate']} | {row['n_bits']} | {row['score']:.4f}{extra}")
-    chosen = choose(records)
+    chosen = choose(records, rule=best_mean)
     click.echo(f"Chosen (best mean label-free score): {chosen['candidate']} (score {chosen['score']:.4f})")
     for row in chosen["others"]:
         if row["lead"] is None:

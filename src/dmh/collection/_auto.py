@@ -1,10 +1,11 @@
 """``method="auto"``: the hashing method of a collection chosen by the collection's own captioned
 photos, without labels.
 
-A seeded share of the captioned photos (:func:`dmh.selection.holdout_pairs`: 15%, at least 50 and
-at most 500, never more than half) is held out; each candidate method is fitted on the other items
+A seeded share of the captioned photos (:func:`dmh.heldout.holdout_pairs`: 15%, at least 50 and
+at most 500, never more than half) is held out; in the held-out pair search (:func:`dmh.heldout.search`,
+its rule the best score, a tie to the first listed) each candidate method is fitted on the other items
 and scored by how well the held-out photos and captions find each other
-(:func:`dmh.selection.score_model`: the mean reciprocal rank of the true partner, both directions,
+(:func:`dmh.heldout.score_model`: the mean reciprocal rank of the true partner, both directions,
 as ``dmh tune`` scores settings), once by Hamming distance alone and once re-ranked by the real
 values behind the codes (:func:`dmh.rerank.reranked_pair_scores`); a candidate's score is the
 better of the two, the search it would serve, and the chosen one's decides whether the collection
@@ -15,8 +16,6 @@ an interrupted build resumes at the next candidate.
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 
@@ -100,8 +99,8 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
     dict kept in ``build.json``) receives the held-out split's size, each candidate's score (read
     back from it when resuming: those candidates are not fitted again) and the choice; ``save()``
     writes it after each candidate."""
+    from ..heldout import Scored, best_mean, holdout_pairs, pair_retrieval_scores, score_model, search
     from ..rerank import reranked_pair_scores
-    from ..selection import holdout_pairs, pair_retrieval_scores, score_model
 
     n_pair = int(data.n_paired)
     if n_pair < MIN_PAIRS:
@@ -119,42 +118,53 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
     log(f"auto: comparing {', '.join(candidates)}: each fitted on {fit_data.n_objects} items and scored by how well "
         f"{held.n} held-out captioned photos and their captions find each other (mean reciprocal rank of the true "
         f"partner, both ways; a random ranking scores {random_score:.3f}; no labels)")
-    for name in candidates:
-        if name in scores:
-            log(f"auto: {name}: score {_shown(scores[name])} (from the interrupted build)")
-            continue
-        model = _model(name, n_bits, seed, params.get(name, {}), progress)
-        t0 = time.perf_counter()
-        try:
+    known = {n: Scored(scores[n]["score"]) for n in candidates if n in scores}  # scored before an interruption
+
+    def fitter(name: str):
+        def fit(fit_data):
+            model = _model(name, n_bits, seed, params.get(name, {}), progress)
             model.fit(fit_data)
-        except DmhError as exc:  # this method cannot learn from these items: the others still can
-            scores[name] = {"score": None, "error": " ".join(str(exc).split())}
-            save()
-            log(f"auto: {name}: left out, it cannot be fitted here ({scores[name]['error']})")
-            continue
-        seconds = time.perf_counter() - t0
+            return model
+
+        return fit
+
+    def served(model, held) -> Scored:
+        """The score of the search this candidate would serve: re-ranked where that finds more."""
         s = score_model(model, held)
         r = reranked_pair_scores(model.project(held.image, modality="image"), model.project(held.text, modality="text"))
-        rerank = r["mrr"] >= s["score"]  # the search this candidate would serve: re-ranked where that finds more
-        served = r if rerank else s
-        scores[name] = {
-            "score": round(served["mrr"], 6),
-            "image->text": round(served["image->text"]["mrr"], 6),
-            "text->image": round(served["text->image"]["mrr"], 6),
-            "recall@10": round((served["image->text"]["recall@10"] + served["text->image"]["recall@10"]) / 2, 6),
+        rerank = r["mrr"] >= s["score"]
+        sv = r if rerank else s
+        row = {
+            "score": round(sv["mrr"], 6),
+            "image->text": round(sv["image->text"]["mrr"], 6),
+            "text->image": round(sv["text->image"]["mrr"], 6),
+            "recall@10": round((sv["image->text"]["recall@10"] + sv["text->image"]["recall@10"]) / 2, 6),
             "rerank": bool(rerank), "hamming_score": round(s["score"], 6), "reranked_score": round(r["mrr"], 6),
-            "fit_seconds": round(seconds, 2),
         }
-        save()
-        log(f"auto: {name}: score {_shown(scores[name])}, fit {seconds:.1f} s")
-    fitted = [n for n in candidates if scores[n]["score"] is not None]
-    if not fitted:  # too few pairs once some are held out: the first candidate, on every item
+        return Scored(row["score"], details=row)
+
+    def scored(name: str, result: Scored) -> None:
+        if name in known:
+            log(f"auto: {name}: score {_shown(scores[name])} (from the interrupted build)")
+        elif result.error is not None:  # this method cannot learn from these items: the others still can
+            scores[name] = {"score": None, "error": result.error}
+            save()
+            log(f"auto: {name}: left out, it cannot be fitted here ({result.error})")
+        else:
+            scores[name] = {**result.details, "fit_seconds": round(result.seconds, 2)}
+            save()
+            log(f"auto: {name}: score {_shown(scores[name])}, fit {result.seconds:.1f} s")
+
+    # the best score wins, a tie to the first listed
+    found = search({n: fitter(n) for n in candidates}, fit_data, held, rule=best_mean, score=served, known=known,
+                   skip=(DmhError,), on_scored=scored)
+    if found.chosen is None:  # too few pairs once some are held out: the first candidate, on every item
         record.update(chosen=candidates[0], reason="no candidate could be fitted without the held-out pairs")
         save()
         log(f"auto: no candidate could be fitted without the held-out pairs; building with {candidates[0]} "
             "on every item")
         return candidates[0]
-    best = fitted[int(np.argmax([scores[n]["score"] for n in fitted]))]  # ties: the first listed
+    best = found.chosen
     record.update(chosen=best, refit=True)
     save()
     log(f"auto: chose {best} (best score); fitting it on all {data.n_objects} items")

@@ -3,17 +3,18 @@
 The unpaired objects of a semi-paired set help DMH on some data and hurt it on other data
 (docs/quality.md: they help on UCI digits and fashion, and hurt on Wikipedia, where the missing
 descriptions that CLE complements are poor). No label says which; the pairs do. :func:`choose`
-holds out a seeded share of the pairs (:func:`dmh.selection.holdout_pairs`, the share ``dmh tune``
-holds out), fits the same DMH twice on the rest, once on every object and once on the pairs alone,
-and asks of each how well the held-out images and texts find their own partners by Hamming
-distance (the mean reciprocal rank over both directions, as :func:`dmh.selection.pair_retrieval_scores`
-gives it).
+holds out a seeded share of the pairs (:func:`dmh.heldout.holdout_pairs`, the share ``dmh tune``
+holds out) and, in the held-out pair search (:func:`dmh.heldout.search`), fits the same DMH twice on
+the rest, once on every object and once on the pairs alone, and asks of each how well the held-out
+images and texts find their own partners by Hamming distance (the mean reciprocal rank over both
+directions, as :func:`dmh.heldout.pair_retrieval_scores` gives it).
 Every object is used only where the held-out pairs say it helps: where its score is ahead of the
 pairs alone's by more than ``margin`` standard errors of the paired difference (per held-out pair,
-the difference of the two candidates' reciprocal ranks; :func:`dmh.selection.pair_reciprocal_ranks`).
+the difference of the two candidates' reciprocal ranks; :func:`dmh.heldout.pair_reciprocal_ranks`).
 Within that margin the pairs alone are used: the simpler model of the two (no imputed view, half
-the objects or fewer) and the cheaper fit, as the one-standard-error rule of model selection takes
-the simplest model within one standard error of the best (Breiman et al. 1984; Hastie, Tibshirani
+the objects or fewer) and the cheaper fit, as the one-standard-error rule of model selection
+(:func:`dmh.heldout.one_standard_error`, the search's rule here) takes the simplest model within one
+standard error of the best (Breiman et al. 1984; Hastie, Tibshirani
 and Friedman, *The Elements of Statistical Learning*, 7.10). DMH's default preset takes
 ``margin=1`` (``DMH(unpaired_margin=...)``); ``margin=0`` is the rule before it: the higher score
 wins, a tie goes to every object (the paper's premise).
@@ -36,8 +37,12 @@ import numpy as np
 
 from ..data import CrossModalData
 from ..errors import DataError, ParameterError
+from ..heldout import best_mean, holdout_pairs, one_standard_error, search
 
 __all__ = ["UnpairedChoice", "choose", "seed_of"]
+
+#: the two candidates, as :func:`dmh.heldout.search` names them
+EVERY_OBJECT, PAIRS_ALONE = "every object", "pairs alone"
 
 
 @dataclass(frozen=True)
@@ -78,8 +83,6 @@ def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
     two candidate fits on ``data`` less its held-out pairs, scored on those pairs; every object only
     where its score is ahead by more than ``margin`` standard errors of the paired difference
     (``margin=0``: ahead or equal). See the module docstring."""
-    from ..selection import holdout_pairs, mean_and_standard_error, pair_reciprocal_ranks
-
     margin = float(margin)
     if not margin >= 0.0:
         raise ParameterError(f"unpaired_margin must be a non-negative number of standard errors, got {margin}")
@@ -96,26 +99,30 @@ def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
     # choice is about the data, and every block's fit sees the same data
     params = {**model.get_params(deep=False), "random_state": seed, "verbose": False, "record_diagnostics": False,
               "block_bits": None}
-    scores, per_pair = {}, {}
+
+    def fitted(use: bool):
+        def fit(fit_data):
+            candidate = type(model)(**{**params, "use_unpaired": use})
+            with warnings.catch_warnings():  # the fit on all the data warns for itself
+                warnings.simplefilter("ignore")
+                candidate.fit(fit_data)
+            return candidate
+
+        return fit
+
+    # the pairs alone are the simpler candidate; margin 0 is the higher score, a tie to every object
+    rule = one_standard_error(margin, simplest=(PAIRS_ALONE, EVERY_OBJECT)) if margin > 0.0 else best_mean
     t0 = time.perf_counter()
-    for use in (True, False):
-        candidate = type(model)(**{**params, "use_unpaired": use})
-        with warnings.catch_warnings():  # the fit on all the data warns for itself
-            warnings.simplefilter("ignore")
-            candidate.fit(fit_data)
-        per_pair[use] = pair_reciprocal_ranks(candidate.encode(held.image, modality="image"),
-                                              candidate.encode(held.text, modality="text"))
-        scores[use] = float(per_pair[use].mean())  # the mean reciprocal rank over both directions
-        del candidate
+    found = search({EVERY_OBJECT: fitted(True), PAIRS_ALONE: fitted(False)}, fit_data, held, rule=rule)
     seconds = time.perf_counter() - t0
-    ahead, se = mean_and_standard_error(per_pair[True] - per_pair[False])
+    scores = found.scores.means  # the mean reciprocal rank over both directions
+    _, se = found.scores.difference(EVERY_OBJECT, PAIRS_ALONE)
+    use = found.chosen == EVERY_OBJECT
     if margin > 0.0:
-        use = bool(ahead > margin * se)
-        rule = f"every object only when ahead by more than {margin:g} x its standard error {se:.4f}"
+        rule_words = f"every object only when ahead by more than {margin:g} x its standard error {se:.4f}"
     else:
-        use = scores[True] >= scores[False]
-        rule = "the higher score"
+        rule_words = "the higher score"
     side = "every object" if use else "the pairs alone"
-    reason = (f"{held.n} held-out pairs: {side} (mean reciprocal rank {scores[True]:.4f} every object, "
-              f"{scores[False]:.4f} pairs alone; {rule})")
-    return UnpairedChoice(use, scores[True], scores[False], held.n, seconds, reason, se, margin)
+    reason = (f"{held.n} held-out pairs: {side} (mean reciprocal rank {scores[EVERY_OBJECT]:.4f} every object, "
+              f"{scores[PAIRS_ALONE]:.4f} pairs alone; {rule_words})")
+    return UnpairedChoice(use, scores[EVERY_OBJECT], scores[PAIRS_ALONE], held.n, seconds, reason, se, margin)
