@@ -77,15 +77,18 @@ def _score(query_codes, database_codes, query_labels, database_labels) -> dict:
 
 
 def evaluate_model(model, query: CrossModalData, database: CrossModalData) -> dict[str, dict]:
-    """Scores of a fitted model for both tasks: ``{"image->text": {...}, "text->image": {...}}``."""
+    """Scores of a fitted model for both tasks: ``{"image->text": {...}, "text->image": {...}}``
+    (its codes checked as they are taken: :func:`dmh.base.encode_checked`)."""
+    from .base import encode_checked
+
     q_labels, db_labels = query.require_labels(), database.require_labels()
     for part, d in (("query", query), ("database", database)):
         if not d.is_fully_paired:
             raise DataError(f"the {part} set must hold both modalities for every object (cross-modal evaluation)")
     out = {}
     for task, (qm, dm) in zip(TASKS, (("image", "text"), ("text", "image")), strict=True):
-        qc = model.encode(getattr(query, qm), modality=qm)
-        dc = model.encode(getattr(database, dm), modality=dm)
+        qc = encode_checked(model, getattr(query, qm), qm)
+        dc = encode_checked(model, getattr(database, dm), dm)
         out[task] = _score(qc, dc, q_labels, db_labels)
     return out
 
@@ -140,9 +143,13 @@ def data_fingerprint(data: CrossModalData, source: str) -> dict:
 def full_params(method: str, params: dict | None = None) -> dict:
     """Every hyperparameter of ``method`` with ``params`` applied over its defaults (the cell's
     ``n_bits`` and ``random_state`` excluded), options left to a preset resolved to the preset's
-    values; unknown names fail here, before any work."""
+    values; unknown names fail here, before any work, as does a class that takes no ``random_state``
+    (every fit is seeded through it)."""
     klass = get_method_class(method)
     defaults = klass().get_params(deep=False)
+    if "random_state" not in defaults:
+        raise ParameterError(f"method {method!r}: {klass.__name__}.__init__ takes no random_state, through which "
+                             "dmh seeds every fit (give it random_state=None, even where the fit draws nothing)")
     params = dict(params or {})
     unknown = sorted(set(params) - set(defaults))
     if unknown:
