@@ -268,7 +268,8 @@ class BaseHasher(BaseEstimator):
         return self.encode(featurizer.image_features(images, encoder=image_encoder), modality="image")
 
     def project(self, X, modality: str) -> np.ndarray:
-        """Real-valued outputs before ``sign`` (shape (n, n_bits))."""
+        """Real-valued outputs before ``sign`` (shape (n, n_bits)); what ``_project`` returns is
+        checked (:func:`check_method_output`): a method may be one's own."""
         check_is_fitted(self, "n_bits_")
         modality = check_modality(modality)
         X = check_features(X, f"{modality} features", n_cols=self.n_features_[modality])

@@ -77,9 +77,8 @@ def _score(query_codes, database_codes, query_labels, database_labels) -> dict:
 
 
 def evaluate_model(model, query: CrossModalData, database: CrossModalData) -> dict[str, dict]:
-    """Scores of a fitted model for both tasks: ``{"image->text": {...}, "text->image": {...}}``
-    (its codes checked as they are taken: :func:`dmh.base.encode_checked`)."""
-    from .base import encode_checked
+    """Scores of a fitted model for both tasks: ``{"image->text": {...}, "text->image": {...}}``."""
+    from .base import encode_checked  # codes checked as they are taken: a method may be one's own
 
     q_labels, db_labels = query.require_labels(), database.require_labels()
     for part, d in (("query", query), ("database", database)):
@@ -143,13 +142,12 @@ def data_fingerprint(data: CrossModalData, source: str) -> dict:
 def full_params(method: str, params: dict | None = None) -> dict:
     """Every hyperparameter of ``method`` with ``params`` applied over its defaults (the cell's
     ``n_bits`` and ``random_state`` excluded), options left to a preset resolved to the preset's
-    values; unknown names fail here, before any work, as does a class that takes no ``random_state``
-    (every fit is seeded through it)."""
+    values; unknown names fail here, before any work."""
     klass = get_method_class(method)
     defaults = klass().get_params(deep=False)
     if "random_state" not in defaults:
         raise ParameterError(f"method {method!r}: {klass.__name__}.__init__ takes no random_state, through which "
-                             "dmh seeds every fit (give it random_state=None, even where the fit draws nothing)")
+                             "dmh seeds every fit (give it random_state=None)")
     params = dict(params or {})
     unknown = sorted(set(params) - set(defaults))
     if unknown:
