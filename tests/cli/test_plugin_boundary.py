@@ -348,3 +348,12 @@ def test_ray_tuning_without_ray_is_refused(data_file, tmp_path, capsys, toy_data
     assert "--ray-batch-size, --ray-cpus have no effect without --ray" in _error(capsys)
     assert not (tmp_path / "c.npz").exists()
     assert main(base) == 0
+
+
+def test_milvus_options_on_a_local_index_are_refused(index_and_codes, tmp_path, capsys):
+    _, codes = index_and_codes
+    out = tmp_path / "j.dmhidx"
+    assert main(["index", str(codes), "--out", str(out), "--milvus-index", "ivf", "--replace"]) == 2
+    assert "--milvus-index, --replace have no effect on a local index" in _error(capsys)
+    assert not out.exists()
+    assert main(["index", str(codes), "--out", str(out)]) == 0

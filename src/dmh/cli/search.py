@@ -199,6 +199,7 @@ def index(codes, out, backend, store, collection, milvus_index, replace):
 
     kind = parse_store(store).kind
     if kind == "local":
+        refuse_unused(["collection", "milvus_index", "replace"], "on a local index (they are Milvus options)")
         if out is None:
             raise ParameterError("give --out INDEX_FILE (or --store milvus[:URI])")
         check_writable(out, "--out")
