@@ -357,3 +357,9 @@ def test_milvus_options_on_a_local_index_are_refused(index_and_codes, tmp_path, 
     assert "--milvus-index, --replace have no effect on a local index" in _error(capsys)
     assert not out.exists()
     assert main(["index", str(codes), "--out", str(out)]) == 0
+
+
+def test_run_options_with_reproduce_list_are_refused(tmp_path, capsys):
+    assert main(["reproduce", "--list", "--bits", "16", "--out", str(tmp_path / "r")]) == 2
+    assert "--out, --bits have no effect with --list" in _error(capsys)
+    assert main(["reproduce", "--list"]) == 0 and not (tmp_path / "r").exists()
