@@ -153,7 +153,7 @@ LAYERS: list[list[str]] = [
     ["_keys", "registry", "base"],
     ["hamming", "metrics"],
     ["heldout"],
-    ["methods", "baselines", "peers"],
+    ["methods", "baselines", "peers", "blocks"],
     ["testing"],
     ["rerank", "code_files", "index", "distributed", "store"],
     ["_workers", "records", "evaluation"],

@@ -35,7 +35,7 @@ from .data import CrossModalData
 from .errors import DataError, DataTypeError, DmhError, ModelFileError, ParameterError
 from .registry import get_method_class, method_key
 
-__all__ = ["BaseHasher", "sign_codes", "load_model", "FORMAT_VERSION"]
+__all__ = ["BaseHasher", "check_method_output", "encode_checked", "sign_codes", "load_model", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 
@@ -52,6 +52,58 @@ def store_init_args(obj, args: dict) -> None:
 def sign_codes(values: np.ndarray) -> np.ndarray:
     """The paper's sign: +1 where the input is positive, else -1 (so sign(0) = -1). int8 codes."""
     return np.where(np.asarray(values) > 0, 1, -1).astype(np.int8)
+
+
+def method_label(klass: type) -> str:
+    """How an error names a method: its import path ``package.module:Class``, after its registered
+    name where it has one (``my-hash (my_package.hashing:MyHasher)``)."""
+    path = f"{klass.__module__}:{klass.__qualname__}"
+    key = method_key(klass)
+    return path if key == path else f"{key} ({path})"
+
+
+def check_method_output(model, values, n_rows: int, modality: str, call: str = "encode") -> np.ndarray:
+    """``values``, what ``model``'s ``call`` returned for ``n_rows`` objects of ``modality``, as an
+    array, checked where dmh takes it from a method (its own or one plugged in): numbers (bool,
+    integer or float; not objects, strings or complex), one row per object and ``n_bits`` columns
+    (the bit length asked for). Codes (``call="encode"``) must moreover be finite and in
+    ``{-1, +1}``; real values (``"_project"``, ``"project"``) may be NaN, which a fit reports as a
+    diverged one. A problem raises :class:`dmh.errors.DataError` in one line naming the method and
+    the call: ``method my_pkg.hashing:MyHasher: encode(modality='image') returned 32 columns for
+    n_bits=64``."""
+    n_bits = getattr(model, "n_bits_", None)  # as fitted (fit sets it to the n_bits asked for)
+    if n_bits is None:
+        n_bits = getattr(model, "n_bits", None)
+
+    def refuse(problem: str, error=DataError):
+        raise error(f"method {method_label(type(model))}: {call}(modality={modality!r}) returned {problem}")
+
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError):  # ragged rows
+        refuse(f"a {type(values).__name__} that is not an array of numbers", DataTypeError)
+    if arr.dtype.kind not in "biuf":
+        refuse(f"{'None' if values is None else f'values of dtype {arr.dtype}'}, not numbers (bool, integer or "
+               "float)", DataTypeError)
+    if arr.ndim != 2:
+        refuse(f"an array of shape {arr.shape}; expected (n_objects, n_bits) = ({n_rows}, {n_bits})")
+    if arr.shape[0] != n_rows:
+        refuse(f"{arr.shape[0]} rows for {n_rows} objects")
+    if n_bits is not None and arr.shape[1] != n_bits:
+        refuse(f"{arr.shape[1]} columns for n_bits={n_bits}")
+    if call == "encode":
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            refuse("NaN or infinite values")
+        if arr.dtype.kind == "b" or not (np.abs(arr) == 1).all():
+            refuse("values other than -1 and +1 (codes are {-1, +1}; 0/1 bits map to them by 2 * bits - 1)")
+    return arr
+
+
+def encode_checked(model, X, modality: str) -> np.ndarray:
+    """``model.encode(X, modality=modality)``, checked (:func:`check_method_output`): how dmh's
+    commands and evaluation take codes from a method."""
+    n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
+    return check_method_output(model, model.encode(X, modality=modality), n_rows, modality)
 
 
 class BaseHasher(BaseEstimator):
@@ -221,12 +273,14 @@ class BaseHasher(BaseEstimator):
         return self.encode(featurizer.image_features(images, encoder=image_encoder), modality="image")
 
     def project(self, X, modality: str) -> np.ndarray:
-        """Real-valued outputs before ``sign`` (shape (n, n_bits))."""
+        """Real-valued outputs before ``sign`` (shape (n, n_bits)); what ``_project`` returns is
+        checked (:func:`check_method_output`): a method may be one's own."""
         check_is_fitted(self, "n_bits_")
         modality = check_modality(modality)
         X = check_features(X, f"{modality} features", n_cols=self.n_features_[modality])
         with self._thread_limit():
-            return np.asarray(self._project(X, modality), dtype=np.float64)
+            values = self._project(X, modality)
+        return check_method_output(self, values, X.shape[0], modality, "_project").astype(np.float64, copy=False)
 
     def _project(self, X: np.ndarray, modality: str) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError

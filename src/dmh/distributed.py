@@ -220,6 +220,7 @@ class HashStage:
 
     def __call__(self, batch: dict):
         pa, _ = _pyarrow()
+        from .base import encode_checked
         from .index import pack_codes
 
         ids = np.asarray(batch["id"], dtype=np.int64)
@@ -229,7 +230,7 @@ class HashStage:
         code_size = -(-self.model.n_bits_ // 8)
         codes = [None] * ids.size
         if ok.any():
-            packed = pack_codes(self.model.encode(feats[ok], modality=self.modality))
+            packed = pack_codes(encode_checked(self.model, feats[ok], self.modality))
             for row, c in zip(np.flatnonzero(ok), packed, strict=True):
                 codes[row] = c.tobytes()
         columns = {

@@ -83,14 +83,16 @@ def _score(query_codes, database_codes, query_labels, database_labels) -> dict:
 
 def evaluate_model(model, query: CrossModalData, database: CrossModalData) -> dict[str, dict]:
     """Scores of a fitted model for both tasks: ``{"image->text": {...}, "text->image": {...}}``."""
+    from .base import encode_checked  # codes checked as they are taken: a method may be one's own
+
     q_labels, db_labels = query.require_labels(), database.require_labels()
     for part, d in (("query", query), ("database", database)):
         if not d.is_fully_paired:
             raise DataError(f"the {part} set must hold both modalities for every object (cross-modal evaluation)")
     out = {}
     for task, (qm, dm) in zip(TASKS, (("image", "text"), ("text", "image")), strict=True):
-        qc = model.encode(getattr(query, qm), modality=qm)
-        dc = model.encode(getattr(database, dm), modality=dm)
+        qc = encode_checked(model, getattr(query, qm), qm)
+        dc = encode_checked(model, getattr(database, dm), dm)
         out[task] = _score(qc, dc, q_labels, db_labels)
     return out
 
@@ -148,6 +150,9 @@ def full_params(method: str, params: dict | None = None) -> dict:
     values; unknown names fail here, before any work."""
     klass = get_method_class(method)
     defaults = klass().get_params(deep=False)
+    if "random_state" not in defaults:
+        raise ParameterError(f"method {method!r}: {klass.__name__}.__init__ takes no random_state, through which "
+                             "dmh seeds every fit (give it random_state=None)")
     params = dict(params or {})
     unknown = sorted(set(params) - set(defaults))
     if unknown:

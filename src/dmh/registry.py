@@ -209,13 +209,48 @@ def _getattr_path(obj, dotted: str):
 
 
 def _checked(klass, spec: str) -> type:
-    """``klass`` if it is a :class:`dmh.base.BaseHasher` subclass (read from the loaded module: a
-    subclass exists only once ``dmh.base`` has run, and the registry must not import it)."""
+    """``klass`` if it is a concrete :class:`dmh.base.BaseHasher` subclass (read from the loaded
+    module: a subclass exists only once ``dmh.base`` has run, and the registry must not import it):
+    a class, not the base class itself nor an abstract one, that implements fitting (``_fit`` or
+    ``fit``) and encoding (``_project``, ``project`` or ``encode``), and whose ``__init__`` takes
+    ``n_bits`` and gives every parameter a default (:meth:`~sklearn.base.BaseEstimator.get_params`
+    and the commands make it by keywords alone). Checked when a method is named, before any data
+    are read."""
     base = sys.modules.get("dmh.base")
     if not (isinstance(klass, type) and base is not None and issubclass(klass, base.BaseHasher)):
+        what = "not a subclass of dmh.BaseHasher" if isinstance(klass, type) else \
+            f"a {type(klass).__name__}, not a dmh.BaseHasher subclass"
         raise UnknownNameError(f"method {spec!r} is not a hashing method: {getattr(klass, '__name__', klass)!r} is "
-                               "not a subclass of dmh.BaseHasher")
+                               f"{what}")
+    problem = _not_concrete(klass, base.BaseHasher)
+    if problem:
+        raise UnknownNameError(f"method {spec!r} is not a hashing method one can fit: {klass.__name__} {problem}")
     return klass
+
+
+def _not_concrete(klass: type, root: type) -> str | None:
+    """Why ``klass`` (a ``root`` subclass) cannot be made and fitted as a method, or None."""
+    import inspect
+
+    if klass is root:
+        return "is the base class every method derives from; name a subclass that implements _fit and _project"
+    if inspect.isabstract(klass):
+        return f"is abstract (it leaves {', '.join(sorted(klass.__abstractmethods__))} unimplemented)"
+    missing = [need for need, ways in (("_fit", ("_fit", "fit")), ("_project", ("_project", "project", "encode")))
+               if all(getattr(klass, way) is getattr(root, way) for way in ways)]
+    if missing:
+        return f"does not implement {' and '.join(missing)} (it inherits dmh.BaseHasher's, which only raise)"
+    try:
+        signature = inspect.signature(klass)
+    except (TypeError, ValueError):  # pragma: no cover - a builtin signature
+        return None
+    required = [p.name for p in signature.parameters.values()
+                if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if required:
+        return f"needs {', '.join(required)} to be made: every parameter of its __init__ needs a default"
+    if "n_bits" not in signature.parameters:
+        return "has no n_bits parameter in its __init__ (the bit length is set through it)"
+    return None
 
 
 @functools.lru_cache(maxsize=8)

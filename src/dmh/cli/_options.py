@@ -13,7 +13,7 @@ from .._literal import literal_value
 
 __all__ = ["check_params", "flag_of", "float_list", "int_list", "jobs_option", "method_list", "method_of",
            "methods_help", "name_list", "parse_params", "paired_ratio_list", "ray_options", "ray_settings",
-           "refuse_blank_values", "seed_list", "split_param", "word_flags"]
+           "refuse_blank_values", "refuse_unused", "seed_list", "split_param", "word_flags"]
 
 
 def _number_list(text: str, what: str, kind, kind_name: str) -> list:
@@ -237,6 +237,31 @@ def word_flags(command: click.Command) -> None:
             raise
 
     command.callback = run
+
+
+def given_options(*names: str) -> list[str]:
+    """The options of the running command among ``names`` (their parameter names) that the user
+    gave (on the command line or through the environment), each by its longest flag."""
+    ctx = click.get_current_context()
+    params = {p.name: p for p in ctx.command.params}
+    out = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            out.append(max(params[name].opts, key=len))
+    return out
+
+
+def refuse_unused(names, why: str) -> None:
+    """A usage error naming the options among ``names`` that were given but cannot take effect
+    (``why``: "without --ray"): an option silently ignored reads as one that did its work."""
+    given = given_options(*names)
+    if given:
+        raise click.UsageError(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect {why}")
+
+
+#: the tuning options of --ray (:func:`ray_options`), which do nothing without it
+RAY_TUNING = ("ray_batch_size", "ray_cpus", "ray_gpus", "ray_concurrency")
 
 
 def ray_settings(address, batch_size, cpus, gpus, concurrency):

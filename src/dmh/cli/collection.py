@@ -51,8 +51,12 @@ def _params(items) -> dict:
 
 
 def _ray(address, batch_size, cpus, gpus, concurrency):
-    """RayOptions from the --ray options (None without --ray); a missing ray is named here."""
+    """RayOptions from the --ray options (None without --ray; its tuning options are then refused);
+    a missing ray is named here."""
     if address is None:
+        from ._options import RAY_TUNING, refuse_unused
+
+        refuse_unused(RAY_TUNING, "without --ray")
         return None
     from ..distributed import require_ray
     from ._options import ray_settings
@@ -290,6 +294,10 @@ def search_collection(path, text, image, like, k, target, fmt, out, rerank=None)
     extra = {}
     with _warnings_to_stderr():
         col = Collection(path, rerank=rerank)
+        if rerank and not col.reranks:  # the library says so by col.reranks; here nobody would see it
+            raise CollectionError(f"--rerank: {path} keeps no real values behind its codes (built by a dmh from "
+                                  "before re-ranking), so it can rank by Hamming distance alone; drop --rerank, or "
+                                  "let its next dmh add store the values")
         if text is not None:
             read = col.read_text(text)
             hits, query = col.search_text(text, k, target), {"text": text}

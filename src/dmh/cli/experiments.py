@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from ._options import float_list, int_list, jobs_option, seed_list
+from ._options import float_list, int_list, jobs_option, refuse_unused, seed_list
 
 __all__ = ["reproduce"]
 
@@ -89,6 +89,8 @@ def reproduce(name, data_dir, out_dir, datasets, seeds, bits, ratios, runs, reus
     if list_only:
         from ..experiments import config_names
 
+        options = [p.name for p in click.get_current_context().command.params if isinstance(p, click.Option)]
+        refuse_unused([o for o in options if o != "list_only"], "with --list (it lists the experiments, runs none)")
         for n in config_names():
             click.echo(f"{n}: {load_config(n)['title']}")
         return

@@ -48,6 +48,11 @@ def fit(data, method, bits, paired_ratio, seed, params, all_rows, dtype, out):
     model.fit(train)
     from pathlib import Path
 
+    from ..base import encode_checked
+
+    for m in ("image", "text"):  # the codes the saved model gives, checked before it is saved
+        encode_checked(model, train.view(m)[:8], m)
+
     from ..featurizer_spec import read_featurizer_spec
 
     if Path(data).is_file():  # remember how the features were made (dmh featurize), if known

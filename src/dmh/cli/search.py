@@ -35,7 +35,7 @@ import numpy as np
 
 from .._atomic import atomic_write_text
 from ..errors import DataError, OutputError, ParameterError
-from ._options import ray_options, ray_settings
+from ._options import RAY_TUNING, given_options, ray_options, ray_settings, refuse_unused
 
 __all__ = ["encode", "index", "search"]
 
@@ -80,11 +80,11 @@ def _select_rows(model, data_ref, modality, rows, model_path) -> tuple[np.ndarra
 
 def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.ndarray, int]:
     """Encode one modality of some rows of a data file; returns (codes, row ids, rows skipped)."""
-    from ..base import load_model
+    from ..base import encode_checked, load_model
 
     model = load_model(model_path)
     features, idx, skipped = _select_rows(model, data_ref, modality, rows, model_path)
-    return model.encode(features, modality=modality), idx, skipped
+    return encode_checked(model, features, modality), idx, skipped
 
 
 def _read_codes(path) -> tuple[np.ndarray, np.ndarray, int]:
@@ -158,6 +158,7 @@ def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cp
             err=True,
         )
         return
+    refuse_unused(RAY_TUNING, "without --ray")
     if Path(out).is_dir():
         raise OutputError(out, "is a folder: give a code file (.npz), or use --ray for shards")
     check_writable(out, "--out")
@@ -198,6 +199,7 @@ def index(codes, out, backend, store, collection, milvus_index, replace):
 
     kind = parse_store(store).kind
     if kind == "local":
+        refuse_unused(["collection", "milvus_index", "replace"], "on a local index (they are Milvus options)")
         if out is None:
             raise ParameterError("give --out INDEX_FILE (or --store milvus[:URI])")
         check_writable(out, "--out")
@@ -270,12 +272,20 @@ def search(index_path, text, image, like, target, codes_path, model, data, modal
                 f"{index_path} is a folder but not a collection (no manifest.json); build one with dmh build"
             )
         extra = [flag for flag, value in (("--codes", codes_path), ("--model", model), ("--data", data),
-                                          ("--modality", modality), ("--radius", radius)) if value is not None]
+                                          ("--modality", modality), ("--radius", radius), ("--backend", backend))
+                 if value is not None] + given_options("rows", "collection")
         if extra:
             raise click.UsageError(f"{', '.join(extra)} apply to an index file, not to a collection")
         return search_collection(index_path, text, image, like, k, target, fmt, out, rerank)
     if rerank is not None:
         raise click.UsageError("--rerank/--no-rerank apply to a collection")
+    refuse_unused(["target"], f"on an index ({index_path} is not a collection folder)")
+    if codes_path is not None:
+        refuse_unused(["rows"], "with --codes (it picks the rows of --data that --model encodes)")
+    if index_path.startswith("milvus:"):
+        refuse_unused(["backend"], "on codes kept in Milvus (Milvus searches them)")
+    else:
+        refuse_unused(["collection"], "on an index file (it names a Milvus collection)")
     if any(v is not None for v in (text, image, like)):
         raise click.UsageError(f"--text/--image/--like need a collection folder; {index_path} is not one")
     if fmt == "table":

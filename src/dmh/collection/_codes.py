@@ -40,12 +40,12 @@ def open_stores(P: Paths, n_bits: int | None = None) -> dict | None:
 def _encode(P: Paths, model, X, modality: str, ids, ray):
     """Codes of feature rows and the real values whose signs they are (``model.project``): here,
     or the codes on Ray (through code shards under work/) and the values here."""
+    from ..base import check_method_output, sign_codes
+
     if X.shape[0] == 0:
         return np.zeros((0, model.n_bits_), np.int8), np.zeros((0, model.n_bits_))
-    values = model.project(X, modality=modality)
+    values = check_method_output(model, model.project(X, modality=modality), X.shape[0], modality, "project")
     if ray is None:
-        from ..base import sign_codes
-
         return sign_codes(values), values
     from ..distributed import encode_to_shards, read_code_shards
     from ..index import unpack_codes

@@ -138,8 +138,9 @@ def score_model(model, held: HeldOutPairs, train: CrossModalData | None = None, 
     ``pair_rr``, each held-out pair's reciprocal rank (:func:`pair_retrieval_scores`, in the pairs'
     order; their mean is ``score``), from which :func:`dmh.selection.choose` gives the standard error of the
     difference between two candidates scored on the same pairs."""
-    ci = model.encode(held.image, modality="image")
-    ct = model.encode(held.text, modality="text")
+    from ..base import encode_checked
+
+    ci, ct = encode_checked(model, held.image, "image"), encode_checked(model, held.text, "text")
     out = pair_retrieval_scores(ci, ct, per_pair=per_pair)
     out["score"] = out["mrr"]
     if train is not None and train.paired_mask.sum() >= 2:
