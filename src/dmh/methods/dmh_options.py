@@ -58,8 +58,10 @@ class DMHOptions(SimpleNamespace):
     """Every parameter of a :class:`~dmh.methods.dmh.DMH` as one fit runs with it: the options left
     as ``None`` filled in by the preset (``options.similarity`` is never ``None``), read as
     attributes. ``fit`` resolves them once (``model.options_``, also written in a saved model's
-    header); the model's own parameters stay as given (scikit-learn's ``get_params`` / ``clone``,
-    and the keys of recorded results, read those). The methods give what follows from the options."""
+    header), under DMH's flat parameter names; the model's own parameters stay as given
+    (scikit-learn's ``get_params`` / ``clone``, and the keys of recorded results, read those). The
+    stages read the same values as typed components (``model.stages_``,
+    :class:`dmh.methods.dmh_stages.Stages`)."""
 
     @classmethod
     def of(cls, model) -> DMHOptions:
