@@ -45,6 +45,17 @@ def test_presets_fill_the_settings_left_as_none_and_paper_is_a_constructor():
     assert DMH(gbe=GBE(similarity="perplexity")).stages().gbe.part("similarity") == Perplexity(30.0)
 
 
+def test_every_family_member_at_its_defaults_gives_the_family_defaults():
+    from dmh.methods.dmh_parts import COMPLEMENTS, ENCODERS, FAMILY_DEFAULTS, SIMILARITIES
+
+    for registry in (SIMILARITIES, COMPLEMENTS, ENCODERS):
+        for name, klass in registry.items():
+            flat = klass().flat()
+            kind = klass._kind
+            assert flat.pop(kind) == name
+            assert flat.items() <= FAMILY_DEFAULTS.items(), klass
+
+
 def test_nested_names_set_the_flat_ones():
     assert set(NESTED.values()) == set(FLAT_DEFAULTS)  # every setting reachable as stage__setting
     m = DMH().set_params(gbe__lr=0.2, gbe__similarity="perplexity", gbe__similarity__perplexity=40.0,
@@ -61,11 +72,13 @@ def test_bad_settings_are_one_line_errors_naming_them():
         GBE(lr=-1.0).check()
     with pytest.raises(ParameterError, match="GBE.similarity must be one of .* or a Similarity object, got 'cos'"):
         GBE(similarity="cos").check()
-    with pytest.raises(ParameterError, match="gbe_lr must be"):
+    with pytest.raises(ParameterError, match="GBE: lr must be"):
         DMH(gbe=GBE(lr=-1.0)).check_hyperparameters()
+    with pytest.raises(ParameterError, match="DMH: gbe_lr must be"):
+        DMH(gbe=GBE(lr=0.1), gbe_lr=-1.0).check_hyperparameters()
     with pytest.raises(ParameterError, match="gbe must be one of \\('gbe', 'pca'\\)"):
         DMH(gbe="tsne").check_hyperparameters()
-    with pytest.raises(ParameterError, match="perplexity must be a finite number in \\(1, inf\\)"):
+    with pytest.raises(ParameterError, match="Perplexity: perplexity must be a finite number in \\(1, inf\\)"):
         DMH(gbe=GBE(similarity=Perplexity(0.5))).check_hyperparameters()
     with pytest.raises(TypeError, match="similarty"):
         DMH(similarty="clip")

@@ -241,11 +241,14 @@ class DMH(DMHPersistence, BlockEnsemble, BaseHasher):
         """The stages' components a fit runs with, every setting filled in (the preset's values)."""
         return Stages.from_flat(vars(DMHOptions.of(self)))
 
-    def _check_param_combinations(self, n_bits: int) -> None:
+    def _validate_params(self, n_bits: int) -> None:
+        """Each slot's component by its own settings' names (``GBE: lr must be ...``), then every
+        parameter under its flat name."""
         for slot, (base, registry) in SLOTS.items():
             value = self.__dict__.get(slot)
             if value is not None:
                 resolve(value, registry, base, slot).check()
+        super()._validate_params(n_bits)
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: CrossModalData) -> None:
