@@ -62,7 +62,6 @@ def _nested_names() -> dict:
                 out[f"{slot}__{field}"] = base._kind
                 for member in members.values():
                     out.update({f"{slot}__{field}__{f}": flat for f, (flat, _) in member._fields.items()})
-    out["gbe__binary_embedding"] = "binary_embedding"
     return out
 
 
