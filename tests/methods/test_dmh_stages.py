@@ -71,8 +71,15 @@ def test_nested_names_set_the_flat_ones():
 def test_bad_settings_are_one_line_errors_naming_them():
     with pytest.raises(ParameterError, match="GBE: lr must be a finite number"):
         GBE(lr=-1.0).check()
-    with pytest.raises(ParameterError, match="GBE.similarity must be one of .* or a Similarity object, got 'cos'"):
+    with pytest.raises(ParameterError, match="GBE.similarity must be one of .* or an object of one of their "
+                       "classes \\(Clip, Shift, Raw, Perplexity\\), got 'cos'"):
         GBE(similarity="cos").check()
+
+    class Mine(Perplexity):  # not a registered class: refused, not silently fitted as Perplexity
+        pass
+
+    with pytest.raises(ParameterError, match="GBE.similarity must be one of"):
+        DMH(gbe=GBE(similarity=Mine(5.0))).check_hyperparameters()
     with pytest.raises(ParameterError, match="GBE: lr must be"):
         DMH(gbe=GBE(lr=-1.0)).check_hyperparameters()
     with pytest.raises(ParameterError, match="DMH: gbe_lr must be"):

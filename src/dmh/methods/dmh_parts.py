@@ -86,12 +86,14 @@ class Component:
 
 def resolve(value, registry: dict[str, type], base: type, what: str):
     """``value`` as a component of family ``base``: the object itself, or the class ``registry``
-    names, with its defaults; anything else is a one-line :class:`ParameterError` naming ``what``."""
-    if isinstance(value, base):
+    names, with its defaults; anything else is a one-line :class:`ParameterError` naming ``what``
+    (a class of one's own too: the fit, the saved models and the cell keys know the registered ones)."""
+    if isinstance(value, base) and type(value) in registry.values():
         return value
     if isinstance(value, str) and value in registry:
         return registry[value]()
-    raise ParameterError(f"{what} must be one of {tuple(registry)} or a {base.__name__} object, got {value!r}")
+    raise ParameterError(f"{what} must be one of {tuple(registry)} or an object of one of their classes "
+                         f"({', '.join(k.__name__ for k in registry.values())}), got {value!r}")
 
 
 def _family_from_flat(base: type, registry: dict, flat: dict):
