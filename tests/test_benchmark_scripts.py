@@ -50,7 +50,7 @@ def test_gbe_sign_stability_reports_every_tenth_step(capsys, monkeypatch):
     assert rows[-1].split(" | ")[2] == "0.0000"  # the last snapshot is the final codes
 
 
-@pytest.mark.parametrize("script", ["quality_cle_probe", "quality_diagnose", "quality_gbe_probe"])
+@pytest.mark.parametrize("script", ["quality_cle_probe", "quality_diagnose"])
 def test_a_missing_data_file_is_one_error_line(script, tmp_path, capsys):
     module = __import__(script)
     with pytest.raises(SystemExit) as exc:

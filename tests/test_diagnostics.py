@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import torch
 
 from dmh import DMH, make_semi_paired
 from dmh.diagnostics import diagnose, format_report, model_at_round, ranking_map
@@ -72,21 +71,6 @@ def test_paper_preset_is_the_options_switched_off(toy_data):
 def test_options_run(toy_data, variant):
     m = DMH(8, random_state=0, **{**TINY, **variant}).fit(toy_data.train())
     assert set(np.unique(m.codes_)) <= {-1, 1}
-
-
-@pytest.mark.parametrize("kind", ["clip", "perplexity"])
-def test_gbe_options_gradient_equals_autograd(kind):
-    g = torch.Generator().manual_seed(0)
-    Y = torch.randn(40, 7, generator=g, dtype=torch.float64) + 0.3
-    H = torch.randn(40, 6, generator=g, dtype=torch.float64)
-    S = gbe.PairSimilarity(Y, kind, perplexity=5.0)
-    Hr = H.clone().requires_grad_()
-    opts = dict(kernel_scale=2.5, balance=0.7, decorrelation=0.4)
-    ref = gbe.gbe_loss_dense(Hr, S.block(0, 40), 0.3, **opts)
-    ref.backward()
-    loss, grad = gbe.gbe_loss_and_grad(H, S, 0.3, chunk_size=7, **opts)
-    assert abs(loss - float(ref.detach())) < 1e-10
-    assert torch.allclose(grad, Hr.grad, atol=1e-12, rtol=1e-9)
 
 
 def test_perplexity_similarity_is_calibrated():

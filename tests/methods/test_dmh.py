@@ -463,13 +463,13 @@ def test_presets_give_gbe_its_budget_and_the_paper_keys_stay():
     form; the options added for the default preset are left out of the paper preset's cell keys."""
     from dmh.evaluation import full_params
 
-    paper = DMHOptions.of(DMH(16, preset="paper"))
-    assert paper.gbe_budget(warm=False) == (0.05, 150) == paper.gbe_budget(warm=True)
-    assert paper.gbe_tol == 1e-5 and paper.gbe_schedule == "constant"
-    assert paper.cle_gram is False
-    default = DMHOptions.of(DMH(16))
-    assert default.gbe_budget(warm=False) == (0.5, 80) and default.gbe_budget(warm=True) == (0.2, 60)
-    assert DMHOptions.of(DMH(16, gbe_lr=0.1, gbe_max_iter=40)).gbe_budget(warm=True) == (pytest.approx(0.04), 30)
+    paper = DMH(16, preset="paper").stages()
+    assert paper.gbe.budget(warm=False) == (0.05, 150) == paper.gbe.budget(warm=True)
+    assert paper.gbe.tol == 1e-5 and paper.gbe.schedule == "constant"
+    assert paper.cle.gram is False
+    default = DMH(16).stages().gbe
+    assert default.budget(warm=False) == (0.5, 80) and default.budget(warm=True) == (0.2, 60)
+    assert DMH(16, gbe_lr=0.1, gbe_max_iter=40).stages().gbe.budget(warm=True) == (pytest.approx(0.04), 30)
     keys = full_params("dmh", {"preset": "paper"})
     assert {"gbe_schedule", "cle_gram", "dam_agree_target"}.isdisjoint(keys)
     assert (keys["gbe_lr"], keys["gbe_max_iter"], keys["gbe_tol"]) == (0.05, 150, 1e-5)
@@ -486,10 +486,10 @@ def test_first_round_agreement_target_applies_to_round_one_only(semi):
 
     assert "dam_first_target" not in full_params("dmh", {})
     assert full_params("dmh", {"dam_first_target": 0.9})["dam_first_target"] == 0.9
-    m = DMHOptions.of(DMH(8, dam_first_target=0.5))
+    m = DMH(8, dam_first_target=0.5).stages().dam
     assert m.agreement_target(0) == 0.5 and m.agreement_target(1) == 0.995
-    assert DMHOptions.of(DMH(8)).agreement_target(0) == 0.995
-    assert DMHOptions.of(DMH(8, preset="paper")).agreement_target(0) is None
+    assert DMH(8).stages().dam.agreement_target(0) == 0.995
+    assert DMH(8, preset="paper").stages().dam.agreement_target(0) is None
     small = dict(TINY, dam_epochs=6)
     low = DMH(8, random_state=0, dam_first_target=0.0, **small).fit(semi)
     assert [len(a) for a in low.history_["dam_image_agreement"]][0] == 1  # reached at the first pass

@@ -1,8 +1,7 @@
 """DMH's options: the presets that fill in the options left as ``None``, the options one fit runs
-with (:class:`DMHOptions`, every preset resolved once, at the start of ``fit``) and what follows
-from them (GBE's step budget, DAM's passes and targets per round, CLE's precision and scaling), the
-memory a fit needs (:func:`fit_memory_bytes`) and where it runs. The stages are
-:class:`dmh.methods.dmh.DMH`'s; its parameters and their constraints are declared there."""
+with (:class:`DMHOptions`, every preset resolved once, at the start of ``fit``, under DMH's flat
+parameter names), the memory a fit needs (:func:`fit_memory_bytes`) and where it runs. The stages
+that read them are in :mod:`dmh.methods.dmh_stages`."""
 
 from __future__ import annotations
 
@@ -59,8 +58,10 @@ class DMHOptions(SimpleNamespace):
     """Every parameter of a :class:`~dmh.methods.dmh.DMH` as one fit runs with it: the options left
     as ``None`` filled in by the preset (``options.similarity`` is never ``None``), read as
     attributes. ``fit`` resolves them once (``model.options_``, also written in a saved model's
-    header); the model's own parameters stay as given (scikit-learn's ``get_params`` / ``clone``,
-    and the keys of recorded results, read those). The methods give what follows from the options."""
+    header), under DMH's flat parameter names; the model's own parameters stay as given
+    (scikit-learn's ``get_params`` / ``clone``, and the keys of recorded results, read those). The
+    stages read the same values as typed components (``model.stages_``,
+    :class:`dmh.methods.dmh_stages.Stages`)."""
 
     @classmethod
     def of(cls, model) -> DMHOptions:
@@ -68,80 +69,25 @@ class DMHOptions(SimpleNamespace):
         params = model.get_params(deep=False)
         return cls(**{**params, **preset_options(params), "n_bits": int(getattr(model, "n_bits_", params["n_bits"]))})
 
-    def quantization_weight(self) -> float:
-        """GBE's quantization weight: ``gamma``, times ``16 / n_bits`` under ``gamma_scaling="bits"``."""
-        if self.gamma_scaling == "bits":
-            return float(self.gamma) * GAMMA_REFERENCE_BITS / self.n_bits
-        return float(self.gamma)
-
-    def gbe_budget(self, warm: bool) -> tuple[float, int]:
-        """GBE's first step size and most steps: ``gbe_lr`` and ``gbe_max_iter``, or for a round
-        that warm-starts under the cosine schedule their shares :data:`GBE_WARM_LR` and
-        :data:`GBE_WARM_STEPS`."""
-        lr, max_iter = float(self.gbe_lr), int(self.gbe_max_iter)
-        if warm and self.gbe_schedule == "cosine":
-            return lr * GBE_WARM_LR, max(1, int(round(max_iter * GBE_WARM_STEPS)))
-        return lr, max_iter
-
-    def epochs_of_round(self, r: int) -> int:
-        """DAM's most passes in round ``r`` (0-based): ``dam_last_epochs`` in the last round where
-        given, else ``dam_epochs``."""
-        if r == self.n_rounds - 1 and self.dam_last_epochs is not None:
-            return int(self.dam_last_epochs)
-        return int(self.dam_epochs)
-
-    def agreement_target(self, r: int):
-        """DAM's agreement target in round ``r`` (0-based): ``dam_first_target`` in the first round
-        where given, else ``dam_agree_target``."""
-        if r == 0 and self.dam_first_target is not None:
-            return self.dam_first_target
-        return self.dam_agree_target
-
-    def view_encoders(self, raws: dict, masks) -> dict:
-        """What encodes each view: ``{"image": "network"|"ridge", "text": ...}`` (``encoder``, with
-        ``"auto"`` ridge for a view that :func:`sparse_view` finds sparse and that has at most
-        :data:`~dmh.methods.ridge_encoder.MAX_FEATURES` features, network otherwise). ``"ridge"``
-        over a wider view is refused here, before the fit."""
-        from .ridge_encoder import MAX_FEATURES
-
-        views = ("image", "text")
-        if self.encoder == "auto":
-            return {m: "ridge" if raws[m].shape[1] <= MAX_FEATURES and sparse_view(raws[m], mask) else "network"
-                    for m, mask in zip(views, masks, strict=True)}
-        if self.encoder == "ridge":
-            for m in views:
-                if raws[m].shape[1] > MAX_FEATURES:
-                    raise ParameterError(
-                        f"encoder='ridge': the {m} view has {raws[m].shape[1]} features, more than the "
-                        f"{MAX_FEATURES} whose Gram matrix the ridge map decomposes; use encoder='network' or 'auto'")
-        return {m: self.encoder for m in views}
-
-    def cle_precision(self, n: int) -> np.dtype:
-        """CLE's precision: ``cle_dtype``, with ``"auto"`` float32 from ``gbe.APPROX_MIN_N`` objects on."""
-        value = self.cle_dtype
-        if value == "auto":
-            value = "float32" if n >= _approx_min_n() else "float64"
-        return np.dtype(value)
-
-    def view_scalings(self, raws: dict, masks) -> dict:
-        """How each view enters CLE's first round: ``{"image": "feature"|"view", "text": ...}``
-        (``cle_scaling``, with ``"auto"`` resolved per view by :func:`sparse_view`)."""
-        if self.cle_scaling != "auto":
-            return {m: self.cle_scaling for m in ("image", "text")}
-        return {m: "view" if sparse_view(raws[m], mask) else "feature"
-                for m, mask in zip(("image", "text"), masks, strict=True)}
-
     def check_memory(self, data: CrossModalData) -> None:
         """Refuse sizes that cannot be allocated before allocating them (hidden_size, d, n_bits):
         :func:`fit_memory_bytes`, the estimated peak of the fit, against the machine's memory."""
         n = data.n_objects
         n_bytes = fit_memory_bytes(
             n, data.image.shape[1], data.text.shape[1], hidden=self.hidden_size, d=self.d, n_bits=self.n_bits,
-            cle_bytes=self.cle_precision(n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
+            cle_bytes=cle_precision(self.cle_dtype, n).itemsize, refresh=self.refresh_features and self.n_rounds > 1,
             exact_gbe=self.gbe_solver == "exact" or (self.gbe_solver == "auto" and n < _approx_min_n()),
             input_bytes=data.image.itemsize, fully_paired=data.is_fully_paired,
         )
         check_finite_memory(n_bytes, "DMH", f"hidden_size={self.hidden_size}, d={self.d}, n_bits={self.n_bits}")
+
+
+def cle_precision(value: str, n: int) -> np.dtype:
+    """CLE's precision for ``n`` objects: ``value`` (``cle_dtype``), with ``"auto"`` float32 from
+    :data:`dmh.methods.gbe.APPROX_MIN_N` objects on."""
+    if value == "auto":
+        value = "float32" if n >= _approx_min_n() else "float64"
+    return np.dtype(value)
 
 
 def resolve_device(device: str) -> str:

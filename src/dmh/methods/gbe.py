@@ -34,13 +34,6 @@ Choices for ``S^Y`` when inner products are negative (Eq. 7 is then not a distri
   neighbourhood, whatever the density around it (the clipped inner products of ``"clip"`` spread
   the target over every pair with a positive inner product, about half of all pairs).
 
-Options beyond the paper (all off by default; GBE-level probes, docs/log/quality.md): ``kernel_scale`` ``s`` divides
-``D_ij`` (``K = (1 + D/s)^-1``: a Hamming distance of ``s`` is what 1 bit is for ``s = 1``);
-``balance`` adds ``beta * sum_k mean_i(hh_ik)^2`` (each bit splits the objects in half) and
-``decorrelation`` adds ``delta / c * ||Hh'Hh / n - I||_F^2`` (bits carry different information);
-``kernel_dof`` ``a`` makes the kernel a Student t of ``a`` degrees of freedom,
-``(1 + D/(s a))^-((a+1)/2)`` (van der Maaten 2009 suggests ``a = c - 1`` for a c-dimensional
-embedding; a GBE-only probe, not a DMH option: docs/log/quality.md found no gain).
 ``exaggeration`` ``rho`` multiplies the KL term's attraction, ``rho * sum_ij S^Y_ij log(S^Y_ij /
 K_ij) + log Z`` (t-SNE's exaggeration, kept for the whole fit rather than its first steps: Böhm,
 Berens and Kobak 2022, "Attraction-repulsion spectrum in neighbor embeddings"): neighbourhoods pull
@@ -191,23 +184,15 @@ class PairSimilarity:
 
 
 def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantization: str = "mean",
-                      chunk_size: int = 1024, with_loss: bool = True, kernel_scale: float = 1.0,
-                      balance: float = 0.0, decorrelation: float = 0.0,
-                      kernel_dof: float = 1.0) -> tuple[float, torch.Tensor]:
+                      chunk_size: int = 1024, with_loss: bool = True) -> tuple[float, torch.Tensor]:
     """Loss l2 and its exact gradient with respect to the relaxed codes ``H``, in one blockwise pass.
 
     With ``K_ij = (1 + D_ij)^-1`` and ``Z = sum_{i != j} K_ij``, the KL gradient (Eq. 26) is
     ``sum_j (P_ij - K_ij / Z) K_ij (h_i - h_j)``; its two parts ``sum_j P_ij K_ij (h_i - h_j)`` and
     ``sum_j K_ij^2 (h_i - h_j)`` are accumulated in the same pass as ``Z`` and combined at the end.
     ``with_loss=False`` skips the (logarithm-heavy) loss value and returns ``nan`` for it.
-    ``kernel_scale``, ``balance``, ``decorrelation`` and ``kernel_dof`` are the options of the module
-    docstring (the defaults 1, 0, 0, 1 give the paper's loss). With ``a = kernel_dof`` degrees of
-    freedom, ``w_ij = (1 + D_ij / (s a))^-1`` and ``K_ij = w_ij^((a+1)/2)``; the gradient is
-    ``(a+1)/(2 a s) sum_j (P_ij - K_ij / Z) w_ij (h_i - h_j)`` (``K = w`` for ``a = 1``).
     """
     n = H.shape[0]
-    a = float(kernel_dof)
-    power = 0.5 * (a + 1.0)
     sq = (H * H).sum(1)
     Zq = 0.0
     cross = 0.0  # sum p log K
@@ -218,19 +203,19 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
         e = min(s + chunk_size, n)
         # K = 1 / (1 + |h_i - h_j|^2 / 4), diagonal zero
         W = torch.addmm(sq[None, :], H[s:e], H.T, beta=1.0, alpha=-2.0)
-        W.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25 / (kernel_scale * a)).add_(1.0).reciprocal_()
+        W.add_(sq[s:e, None]).clamp_(min=0.0).mul_(0.25).add_(1.0).reciprocal_()
         if S.sparse is not None:  # P's nonzeros only: w_ij gathered there (P_ii = 0)
             r, col, p = S.nonzeros(s, e)
             wv = W.view(-1)[r * n + col]
             if with_loss:
-                cross += power * float((p * torch.log(wv)).sum(dtype=torch.float64))
+                cross += float((p * torch.log(wv)).sum(dtype=torch.float64))
         else:
             P = S.block(s, e)
             if with_loss:  # before the diagonal is zeroed (K_ii = 1 there, and P_ii = 0)
-                cross += power * float((P * torch.log(W)).sum(dtype=torch.float64))
+                cross += float((P * torch.log(W)).sum(dtype=torch.float64))
         idx = torch.arange(s, e, device=W.device)
         W[idx - s, idx] = 0.0
-        K = W if a == 1.0 else W.pow(power)
+        K = W
         if S.sparse is not None:  # row sums in K's precision, then float64 (no float64 copy of K)
             Zq += float(K.sum(1).sum(dtype=torch.float64))
         else:
@@ -243,41 +228,27 @@ def gbe_loss_and_grad(H: torch.Tensor, S: PairSimilarity, gamma: float, quantiza
         else:
             A = P * W
             g_att[s:e] = A.sum(1, keepdim=True) * H[s:e] - A @ H
-        K.mul_(W)  # K w (for a = 1: w^2, in place)
+        K.mul_(W)  # K^2, in place
         g_rep[s:e] = K.sum(1, keepdim=True) * H[s:e] - K @ H
     rho = S.exaggeration
     if rho != 1.0:  # the attraction scaled (t-SNE's exaggeration), the repulsion not
         g_att.mul_(rho)
     grad = g_att.sub_(g_rep, alpha=1.0 / Zq)
-    factor = power / (a * kernel_scale)
-    if factor != 1.0:
-        grad.mul_(factor)
-    extra = 0.0
-    if balance:
-        mu = H.mean(0)
-        grad += (2.0 * balance / n) * mu[None, :]
-        extra += balance * float((mu * mu).sum())
-    if decorrelation:
-        c = H.shape[1]
-        C = H.T @ H / n - torch.eye(c, dtype=H.dtype)
-        grad += (4.0 * decorrelation / (n * c)) * (H @ C)
-        extra += decorrelation / c * float((C * C).sum())
     qs = _quant_scale(n, quantization)
     Rq = H - sign_pm1(H)
     grad += (2.0 * gamma * qs) * Rq
     loss = math.nan
     if with_loss:
-        loss = rho * (S.plogp - cross) + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64)) + extra
+        loss = rho * (S.plogp - cross) + math.log(Zq) + gamma * qs * float((Rq * Rq).sum(dtype=torch.float64))
     return loss, grad
 
 
 def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization: str = "mean",
-                   kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
-                   kernel_dof: float = 1.0, exaggeration: float = 1.0) -> torch.Tensor:
+                   exaggeration: float = 1.0) -> torch.Tensor:
     """Reference loss in plain dense torch (for tests: autograd of this = the blockwise gradient)."""
-    n, c = H.shape
-    D = 0.25 / (kernel_scale * kernel_dof) * torch.cdist(H, H) ** 2
-    K = (1.0 + D) ** (-0.5 * (kernel_dof + 1.0))
+    n = H.shape[0]
+    D = 0.25 * torch.cdist(H, H) ** 2
+    K = 1.0 / (1.0 + D)
     off = ~torch.eye(n, dtype=torch.bool)
     Q = K[off] / K[off].sum()
     p = P[off]
@@ -286,9 +257,7 @@ def gbe_loss_dense(H: torch.Tensor, P: torch.Tensor, gamma: float, quantization:
     if exaggeration != 1.0:  # rho (sum p log p - sum p log K) + log Z, with sum p = 1
         kl = exaggeration * kl + (1.0 - exaggeration) * torch.log(K[off].sum())
     h = sign_pm1(H.detach())
-    extra = balance * (H.mean(0) ** 2).sum()
-    extra = extra + decorrelation / c * ((H.T @ H / n - torch.eye(c, dtype=H.dtype)) ** 2).sum()
-    return kl + gamma * _quant_scale(n, quantization) * ((H - h) ** 2).sum() + extra
+    return kl + gamma * _quant_scale(n, quantization) * ((H - h) ** 2).sum()
 
 
 @dataclass
@@ -338,8 +307,6 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
             cache_bytes: int = 2 * 1024**3, rng: np.random.Generator | None = None,
             dtype=torch.float32, callback=None, solver: str = "exact", n_neighbors: int = 15,
             n_samples: int = 128, device: str = "cpu", timings: dict | None = None, perplexity: float = 30.0,
-            kernel_scale: float = 1.0, balance: float = 0.0, decorrelation: float = 0.0,
-            kernel_dof: float = 1.0,
             schedule: str = "constant", exaggeration: float = 1.0) -> GBEResult:
     """Algorithm 2: gradient-based minimisation of l2 over the relaxed codes, then H = sign(Hh).
 
@@ -356,8 +323,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     or for ``similarity="perplexity"`` the nonzeros of its sparse P, and ``n_samples`` fresh
     uniform draws per block of rows and step, O(n (k + m) (c + d)) per step; the loss it checks
     is estimated on one fixed set of draws, so successive values are comparable); ``"auto"``
-    picks ``"approx"`` from :data:`APPROX_MIN_N` objects on, unless ``kernel_scale``,
-    ``balance`` or ``decorrelation`` is set (those terms have the exact solver only). ``device`` is where the
+    picks ``"approx"`` from :data:`APPROX_MIN_N` objects on. ``device`` is where the
     tensors live (``"cpu"`` or ``"cuda"``); the draws come from a CPU generator seeded by ``rng``,
     so they do not depend on the device. ``timings``, when given, accumulates seconds spent
     building S^Y (``"setup"``) and in the steps (``"steps"``). On a GPU, and on a CPU for the
@@ -371,12 +337,8 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
     if not (isinstance(exaggeration, (int, float)) and not isinstance(exaggeration, bool)
             and math.isfinite(exaggeration) and exaggeration > 0):
         raise ParameterError(f"gbe_exaggeration must be a positive number, got {exaggeration!r}")
-    plain_loss = kernel_scale == 1.0 and kernel_dof == 1.0 and not balance and not decorrelation
     if solver == "auto":
-        solver = "approx" if Y.shape[0] >= APPROX_MIN_N and plain_loss else "exact"
-    if solver == "approx" and not plain_loss:
-        raise ParameterError("gbe_solver='approx' supports kernel_scale 1 without balance or decorrelation "
-                             "terms (and kernel_dof 1) only; use gbe_solver='exact' with these options")
+        solver = "approx" if Y.shape[0] >= APPROX_MIN_N else "exact"
     from .gbe_sampled import (
         SampledSimilarity,
         draw_columns,
@@ -414,9 +376,7 @@ def fit_gbe(Y: np.ndarray, n_bits: int, *, gamma: float = 0.01, similarity: str 
         check = it == 1 or it % check_every == 0 or it == max_iter
         with torch.no_grad():
             if solver == "exact":
-                loss, grad = gbe_loss_and_grad(H.detach(), S, gamma, quantization, chunk_size, with_loss=check,
-                                               kernel_scale=kernel_scale, balance=balance,
-                                               decorrelation=decorrelation, kernel_dof=kernel_dof)
+                loss, grad = gbe_loss_and_grad(H.detach(), S, gamma, quantization, chunk_size, with_loss=check)
             else:
                 if check:
                     loss, _ = sampled(H.detach(), S, J_eval, gamma, quantization, chunk_size)
