@@ -104,3 +104,33 @@ def test_components_and_flat_keywords_give_the_same_codes_and_files(toy_data, tm
     loaded = load_model(a.save(tmp_path / "a.npz"))
     assert loaded.get_params() == a.get_params()
     assert np.array_equal(loaded.encode(toy_data.text, "text"), a.encode(toy_data.text, "text"))
+
+
+def test_gbe_in_blocks_is_short_problems_side_by_side_and_one_block_is_the_one_problem():
+    from dmh.data import make_semi_paired
+    from dmh.datasets import load_dataset
+
+    data = make_semi_paired(load_dataset("uci-digits").train().subset(np.arange(200)), 1.0, random_state=0)
+    one = DMH(16, **TINY).fit(data)
+    assert np.array_equal(DMH(16, gbe_block_bits=16, **TINY).fit(data).codes_, one.codes_)  # one block
+    blocks = DMH(16, gbe=GBE(block_bits=8), **TINY).fit(data)
+    again = DMH(16, gbe_block_bits=8, **TINY).fit(data)
+    assert blocks.codes_.shape == (200, 16) and np.array_equal(blocks.codes_, again.codes_)
+    assert not np.array_equal(blocks.codes_, one.codes_)
+    assert all(len(h) > 0 for h in blocks.history_["gbe"])  # the blocks' summed loss, each round
+    assert full_params("dmh", {}) == full_params("dmh", {"gbe_block_bits": None})  # earlier keys stay
+    with pytest.raises(ParameterError, match="gbe_block_bits|block_bits"):
+        DMH(16, gbe_block_bits=0).fit(data)
+
+
+def test_gbe_in_blocks_saves_and_loads(tmp_path):
+    from dmh.data import make_semi_paired
+    from dmh.datasets import load_dataset
+
+    data = make_semi_paired(load_dataset("uci-digits").train().subset(np.arange(120)), 1.0, random_state=0)
+    model = DMH(12, gbe_block_bits=5, **{**TINY, "n_rounds": 1}).fit(data)
+    model.save(tmp_path / "m.npz")
+    back = load_model(tmp_path / "m.npz")
+    assert back.gbe_block_bits == 5
+    x = data.image[:7]
+    assert np.array_equal(back.encode(x, modality="image"), model.encode(x, modality="image"))

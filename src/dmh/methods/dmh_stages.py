@@ -156,7 +156,10 @@ class GBE(Embedding):
     weight ``rho`` of t-SNE (1: the paper's loss); ``solver``: the gradient over all pairs
     (``"exact"``), its O(n k) estimate (``"approx"``) or ``"auto"`` (approximate from
     :data:`~dmh.methods.gbe.APPROX_MIN_N` objects on); ``chunk_size``: rows per block of the exact
-    gradient."""
+    gradient; ``block_bits``: the code solved as independent GBE problems of at most this many bits
+    (blocks of :func:`dmh.blocks.blocks_of`), each from its own draws of the fit's generator and
+    warm-started from its own relaxed codes, side by side (``None``: one problem of ``n_bits``); CLE
+    and DAM stay one, on the whole code."""
 
     name: ClassVar[str] = "gbe"
     _fields = {
@@ -167,6 +170,7 @@ class GBE(Embedding):
         "tol": ("gbe_tol", [NON_NEGATIVE, None]), "schedule": ("gbe_schedule", [Options("constant", "cosine"), None]),
         "exaggeration": ("gbe_exaggeration", [Interval(numbers.Real, 0, None, closed="neither"), None]),
         "solver": ("gbe_solver", [Options("auto", "exact", "approx")]), "chunk_size": ("chunk_size", [POSITIVE_INT]),
+        "block_bits": ("gbe_block_bits", [POSITIVE_INT, None]),
     }
     _parts = {"similarity": (Similarity, SIMILARITIES)}
     similarity: str | Similarity | None = None
@@ -180,6 +184,7 @@ class GBE(Embedding):
     exaggeration: float | None = None
     solver: str = "auto"
     chunk_size: int = 256
+    block_bits: int | None = None
 
     def quantization_weight(self, gamma: float, n_bits: int) -> float:
         """The quantisation weight: ``gamma``, times ``16 / n_bits`` under ``gamma_scaling="bits"``."""
@@ -199,21 +204,35 @@ class GBE(Embedding):
         """The codes ``state.H`` (and the relaxed ones, the next round's start) from ``state.Y``."""
         from . import gbe
 
+        from ..blocks import blocks_of
+
         opts = state.opts
+        sizes = blocks_of(opts.n_bits, self.block_bits)
         with state.clock.stage("gbe", step=True):
             parts = {}
             lr, max_iter = self.budget(warm=state.H_relaxed is not None)
-            g = gbe.fit_gbe(
-                state.Y, opts.n_bits, gamma=self.quantization_weight(opts.gamma, opts.n_bits),
-                quantization=self.quantization, init=self.init, H_init=state.H_relaxed, lr=lr, max_iter=max_iter,
-                tol=self.tol, schedule=self.schedule, exaggeration=float(self.exaggeration),
-                chunk_size=self.chunk_size, rng=state.rng, solver=self.solver, device=state.device,
-                timings=parts, **self.part("similarity").gbe_args(),
-            )
+            starts = ([None] * len(sizes) if state.H_relaxed is None
+                      else np.split(state.H_relaxed, np.cumsum(sizes)[:-1], axis=1))
+            codes, relaxed, losses = [], [], []
+            for n_bits, start in zip(sizes, starts, strict=True):
+                g = gbe.fit_gbe(
+                    state.Y, n_bits, gamma=self.quantization_weight(opts.gamma, n_bits),
+                    quantization=self.quantization, init=self.init, H_init=start, lr=lr, max_iter=max_iter,
+                    tol=self.tol, schedule=self.schedule, exaggeration=float(self.exaggeration),
+                    chunk_size=self.chunk_size, rng=state.rng, solver=self.solver, device=state.device,
+                    timings=parts, **self.part("similarity").gbe_args(),
+                )
+                codes.append(g.codes)
+                relaxed.append(g.relaxed)
+                losses.append(g.loss)
+                del g
             state.clock.add("gbe_", parts)
-            state.H, state.H_relaxed = g.codes, g.relaxed
-            state.history["gbe"].append(g.loss)
-            del g
+            if len(sizes) == 1:
+                state.H, state.H_relaxed = codes[0], relaxed[0]
+                state.history["gbe"].append(losses[0])
+            else:
+                state.H, state.H_relaxed = np.concatenate(codes, axis=1), np.concatenate(relaxed, axis=1)
+                state.history["gbe"].append([[i, sum(v)] for i, *v in _aligned(losses)])
             release_free_memory()
 
 
@@ -357,3 +376,11 @@ class Stages:
 
 #: DMH's slots: the stage families and the names that choose a member
 SLOTS = {"cle": (CLE, {"cle": CLE}), "gbe": (Embedding, EMBEDDINGS), "dam": (DAM, {"dam": DAM})}
+
+
+def _aligned(losses: list[list]) -> list[tuple]:
+    """The blocks' GBE losses (each ``[(iteration, value), ...]``) at the iterations every block
+    checked, as ``(iteration, value of block 1, value of block 2, ...)``."""
+    common = sorted(set.intersection(*(set(i for i, _ in loss) for loss in losses)))
+    by_block = [dict(loss) for loss in losses]
+    return [(i, *(b[i] for b in by_block)) for i in common]
