@@ -1,4 +1,4 @@
-"""Smoke runs of the scripts of benchmarks/ and studies/ that reach into the package's internals:
+"""Smoke runs of the scripts of benchmarks/ and research/studies/ that reach into the package's internals:
 each runs end to end on a tiny input, so that a change of an internal signature shows here."""
 import json
 import sys
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(autouse=True)
 def _bench_path(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    monkeypatch.syspath_prepend(str(ROOT / "studies"))
+    monkeypatch.syspath_prepend(str(ROOT / "research" / "studies"))
     yield
     for name in ("quality_cle_probe", "gbe_sign_stability"):
         sys.modules.pop(name, None)

@@ -46,7 +46,7 @@ def test_gradient_equals_autograd_of_the_loss(kind, quantization):
 
 @pytest.mark.parametrize("dof,scale", [(3.0, 1.0), (15.0, 2.0), (0.5, 1.0)])
 def test_gradient_with_kernel_degrees_of_freedom_equals_autograd(dof, scale):
-    """Student t with ``dof`` degrees of freedom (a probe of docs/log/quality.md section 9; 1 = the paper's)."""
+    """Student t with ``dof`` degrees of freedom (a probe of research/log/quality.md section 9; 1 = the paper's)."""
     Y, H, S = _setup(kind="clip")
     P = _dense_p(Y, "clip")
     Hr = H.clone().requires_grad_()
