@@ -121,15 +121,13 @@ def _ties(col_path, q, partner_ids) -> dict:
 def _float16_agreement(col_path, *encoded) -> dict | None:
     """The share of queries whose re-ranked top 10 (oversample 10) is the same list with the
     stored float16 values as with float32 values of the features."""
-    from dmh.collection import Collection, load_features
-    from dmh.collection._files import read_current
+    from dmh.collection import Collection, collection_features
     from dmh.rerank import cosine_to, rerank_order
 
     col = Collection(col_path, rerank=True)
     if not col.reranks:
         return None
-    _, P, _ = read_current(Path(col_path))
-    data, _, fids = load_features(P.features)
+    data, fids = collection_features(col_path)
     row = {int(i): r for r, i in enumerate(fids)}
     sorted_ids, stored = col._values["images"]
     exact = col.model.project(data.image[[row[int(i)] for i in sorted_ids]], modality="image").astype(np.float32)
@@ -184,7 +182,7 @@ def quality_main(args) -> dict:
             partner_ids=[by_name[p["photo"].stem] for p in split["uncaptioned"]],
             label_of_item=label_of_item, oversamples=oversamples)}
         if args.out:  # after each collection: a long run keeps what it has measured
-            from dmh._atomic import atomic_write_text
+            from dmh.report import atomic_write_text
 
             atomic_write_text(Path(args.out), json.dumps(result, indent=1) + "\n")
     return result
@@ -315,7 +313,7 @@ def main(argv=None) -> int:
         for name, rec in result["collections"].items():
             print(f"{name}: ties {json.dumps(rec['ties'])}; float16 vs float32 {json.dumps(rec['float16_vs_float32'])}")
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(Path(args.out), json.dumps(result, indent=1) + "\n")
     return 0

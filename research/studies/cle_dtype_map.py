@@ -72,7 +72,7 @@ def main(argv=None):
         summary.append(entry)
         print(json.dumps(entry), flush=True)
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         runs = [{k: v for k, v in r.items() if k != "codes"} for r in rows]
         out = {"bits": args.bits, "params": params, "runs": runs, "summary": summary}

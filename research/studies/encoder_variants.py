@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from dmh import DMH, make_semi_paired, set_threads
-from dmh._atomic import atomic_write_text
+from dmh.report import atomic_write_text
 from dmh.evaluation import evaluate_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks' shared helpers

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from dmh import DMH, make_semi_paired, mean_average_precision
-from dmh._atomic import atomic_write_text
-from dmh._json import jsonable
+from dmh.report import atomic_write_text
+from dmh.report import jsonable
 from dmh.metrics import topn_precision
 from dmh.selection import holdout_pairs, neighbourhood_scores, pair_retrieval_scores
 

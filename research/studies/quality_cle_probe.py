@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from scipy import linalg
 
-from dmh._atomic import atomic_write_text
+from dmh.report import atomic_write_text
 from dmh.baselines.cca import cca_directions, select_cca_ridge
 from dmh.baselines.fitting import centre
 from dmh.data import label_matrix

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from dmh import load_dataset
-from dmh._atomic import atomic_write_text
+from dmh.report import atomic_write_text
 from dmh.evaluation import run_evaluation
 
 DATASETS = {"wiki": "wiki/wiki_data.mat", "uci": "uci-digits", "fashion": "fashion/fashion_effl0.npz"}

@@ -19,8 +19,8 @@ import warnings
 from pathlib import Path
 
 from dmh import DMH, make_semi_paired
-from dmh._atomic import atomic_write_text
-from dmh._json import jsonable
+from dmh.report import atomic_write_text
+from dmh.report import jsonable
 from dmh.diagnostics import diagnose, format_report
 from dmh.selection import holdout_pairs
 

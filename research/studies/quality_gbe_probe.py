@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from dmh import make_semi_paired
-from dmh._atomic import atomic_write_text
+from dmh.report import atomic_write_text
 from dmh.data import label_matrix
 from dmh.diagnostics import _cosine, ranking_map
 from dmh.methods import cle as cle_mod

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from dmh import DMH, load_dataset, make_semi_paired
-from dmh._atomic import atomic_write_text
-from dmh._json import jsonable
+from dmh.report import atomic_write_text
+from dmh.report import jsonable
 from dmh.evaluation import evaluate_model
 from dmh.selection import holdout_pairs, score_model
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from dmh import DMH, mean_average_precision, set_threads
-from dmh._atomic import atomic_write_text
+from dmh.report import atomic_write_text
 from dmh.methods.ridge_encoder import fit_ridge_encoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks' shared helpers

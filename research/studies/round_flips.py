@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from dmh import DMH
-from dmh._atomic import atomic_write_text
+from dmh.report import atomic_write_text
 from dmh.selection import holdout_pairs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks' shared helpers

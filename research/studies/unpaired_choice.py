@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import dmh
-from dmh._atomic import atomic_write_text
+from dmh.report import atomic_write_text
 from dmh.selection import holdout_pairs, pair_retrieval_scores
 
 SETS = {"wiki": "wiki/wiki_data.mat", "uci-digits": None, "fashion": "fashion/fashion_effl0.npz"}

@@ -21,7 +21,7 @@ import collections
 import json
 import statistics
 
-from dmh._atomic import atomic_write_text
+from dmh.report import atomic_write_text
 
 TASKS = ("image->text", "text->image")
 
