@@ -196,8 +196,7 @@ def quality(col_path: Path, split: dict, query_features: np.ndarray, label_of_ro
     # photo -> captions: the held-out photos, featurized once, encoded (and re-ranked where the
     # collection re-ranks) by this collection's model, as Collection.search_image does after featurizing
     def photo_hits(i):
-        codes, values = col._query_values(query_features[i : i + 1], "image")
-        return col._hits(codes, K, "texts", values=values)
+        return col.search_features(query_features[i], "image", K, "texts")
 
     n_photos = query_features.shape[0]
     hits_i = [[label(h) for h in photo_hits(i)] for i in range(n_photos)]

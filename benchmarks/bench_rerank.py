@@ -52,12 +52,11 @@ def _encoded(col, X, modality: str):
     return sign_codes(values), values
 
 
-def _answers(col, encoded, i: int, target: str, k: int = K):
-    """The answers of ``col`` to query ``i`` of ``encoded``, as ``search_text``/``search_image``
-    give them after the query is encoded."""
-    codes, values = encoded
-    col._check(k, target)
-    return col._hits(codes[i : i + 1], k, target, values=values[i])
+def _answers(col, queries, i: int, target: str, k: int = K):
+    """The answers of ``col`` to query ``i`` of ``queries`` (featurized queries and their modality),
+    as ``search_text``/``search_image`` give them after featurizing the query."""
+    X, modality = queries
+    return col.search_features(X[i], modality, k, target)
 
 
 def measure(col_path, *, text_queries, text_labels, image_query_features, image_labels, partner_texts, partner_ids,
@@ -79,18 +78,18 @@ def measure(col_path, *, text_queries, text_labels, image_query_features, image_
     Xt = spec.text_features(list(text_queries))
     Xp = spec.text_features(list(partner_texts))
     qt, qp = _encoded(first, Xt, "text"), _encoded(first, Xp, "text")
-    qi = _encoded(first, image_query_features, "image")
     out = {}
     for name, on, o in settings:
         col = Collection(col_path, rerank=on, oversample=o, model=first.model)
         if on and not col.reranks:
             out[name] = None  # a collection without stored values
             continue
-        p_t = [sum(label_of_item[h.id] == lab for h in _answers(col, qt, i, "images")) / K
+        p_t = [sum(label_of_item[h.id] == lab for h in _answers(col, (Xt, "text"), i, "images")) / K
                for i, lab in enumerate(text_labels)]
-        p_i = [sum(label_of_item[h.id] == lab for h in _answers(col, qi, i, "texts")) / K
-               for i, lab in enumerate(image_labels)]
-        found = [any(h.id == own for h in _answers(col, qp, i, "images")) for i, own in enumerate(partner_ids)]
+        p_i = [sum(label_of_item[h.id] == lab for h in _answers(col, (image_query_features, "image"), i, "texts"))
+               / K for i, lab in enumerate(image_labels)]
+        found = [any(h.id == own for h in _answers(col, (Xp, "text"), i, "images"))
+                 for i, own in enumerate(partner_ids)]
         out[name] = {"precision@10 text->images": round(float(np.mean(p_t)), 4),
                      "precision@10 image->texts": round(float(np.mean(p_i)), 4),
                      "partner_recall@10": round(float(np.mean(found)), 4)}

@@ -329,3 +329,14 @@ def test_collection_features_reads_the_stored_features_back_by_item(shapes_colle
     assert 0.0 < AUTO_HOLDOUT < 0.5
     with pytest.raises(CollectionError, match="not a collection"):
         collection_features(tmp_path)
+
+
+def test_search_features_answers_as_search_text_does_and_refuses_several_rows(shapes_collection):
+    col = Collection(shapes_collection)
+    X = col.model.featurizer_.text_features(["a red circle", "a blue square"])
+    for i, text in enumerate(["a red circle", "a blue square"]):
+        assert [h.id for h in col.search_features(X[i], "text", 5)] == [h.id for h in col.search_text(text, 5)]
+    with pytest.raises(CollectionError, match="one query"):
+        col.search_features(X, "text")
+    with pytest.raises(CollectionError, match="modality"):
+        col.search_features(X[0], "audio")
