@@ -209,7 +209,7 @@ def _cases(root: Path) -> list[tuple[str, list[str], int, str]]:
         ("info: unknown benchmark name", ["info", "nosuchbench:/tmp"], 2, "nosuchbench"),
         ("search: --format csv to a directory", ["search", f"{r}/index.dmhidx", "--codes", f"{r}/codes.npz",
                                                  "--k", "3", "--format", "csv", "--out", r], 2, r),
-        # ---- found by benchmarks/fuzz_options.py
+        # ---- found by test_fuzz_options.py
         ("fit: empty DATA", ["fit", "", "--method", "cvh", "--out", f"{r}/m.npz"], 2, "DATA"),
         ("fit: empty --out", [*fit, "--out", ""], 2, "--out"),
         ("tune: empty --out", ["tune", f"{r}/good.npz", "--method", "cvh", "--bits", "8", "--out", ""], 2,
