@@ -7,7 +7,7 @@ and re-ranked, exactly as ``auto`` fits and scores it (the same seeded hold-out;
 
 CPU seconds (``time.process_time`` of the fitting process, one thread) are reported beside wall
 seconds: on a machine shared with other jobs the wall time says more about the other jobs than
-about the fit. This is the measurement behind :data:`dmh.collection._auto.FIT_BUDGET_CPU_S`
+about the fit. This is the measurement behind auto's fit budget per candidate (``FIT_BUDGET_CPU_S``)
 (docs/collection.md, "Which method for a collection").
 """
 
@@ -32,21 +32,22 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import dmh
-    from dmh.collection._auto import HOLDOUT, _model
-    from dmh.collection._files import load_features, read_current
+    from dmh.collection import AUTO_HOLDOUT, collection_features
+    from dmh.peers import CPU_SETTINGS
+    from dmh.registry import get_method_class
     from dmh.rerank import reranked_pair_scores
     from dmh.selection import holdout_pairs, score_model
 
     dmh.set_threads(1)
-    _, P, _ = read_current(Path(args.collection))
-    data, _, _ = load_features(P.features)
-    fit_data, held = holdout_pairs(data, HOLDOUT, random_state=args.seed)
+    data, _ = collection_features(args.collection)
+    fit_data, held = holdout_pairs(data, AUTO_HOLDOUT, random_state=args.seed)
     load0 = os.getloadavg()
     rows = []
     print(f"{data.n_objects} items ({data.n_paired} pairs); fitted on {fit_data.n_objects}, {held.n} held-out pairs, "
           f"{args.bits} bits, one thread", flush=True)
     for name in [m.strip() for m in args.methods.split(",") if m.strip()]:
-        model = _model(name, args.bits, args.seed, {}, progress=False)
+        # as auto makes each candidate: a deep peer in its CPU setting
+        model = get_method_class(name)(n_bits=args.bits, random_state=args.seed, **CPU_SETTINGS.get(name, {}))
         c0, t0 = time.process_time(), time.perf_counter()
         model.fit(fit_data)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
         print(f"| {r['method']} | {r['fit_cpu_s']:.1f} | {r['fit_wall_s']:.1f} | {r['hamming_score']:.3f} | "
               f"{r['reranked_score']:.3f} | {r['hamming_recall@10']:.3f} | {r['reranked_recall@10']:.3f} |")
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         result = {"benchmark": "auto_candidates", "command": "python benchmarks/bench_auto_candidates.py "
                   + " ".join(argv if argv is not None else sys.argv[1:]),

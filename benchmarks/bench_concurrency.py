@@ -188,7 +188,7 @@ def main(argv=None):
 
 
 def _write(path, info):
-    from dmh._atomic import atomic_write_text
+    from dmh.report import atomic_write_text
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(info, indent=1) + "\n")

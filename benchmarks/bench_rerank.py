@@ -52,12 +52,11 @@ def _encoded(col, X, modality: str):
     return sign_codes(values), values
 
 
-def _answers(col, encoded, i: int, target: str, k: int = K):
-    """The answers of ``col`` to query ``i`` of ``encoded``, as ``search_text``/``search_image``
-    give them after the query is encoded."""
-    codes, values = encoded
-    col._check(k, target)
-    return col._hits(codes[i : i + 1], k, target, values=values[i])
+def _answers(col, queries, i: int, target: str, k: int = K):
+    """The answers of ``col`` to query ``i`` of ``queries`` (featurized queries and their modality),
+    as ``search_text``/``search_image`` give them after featurizing the query."""
+    X, modality = queries
+    return col.search_features(X[i], modality, k, target)
 
 
 def measure(col_path, *, text_queries, text_labels, image_query_features, image_labels, partner_texts, partner_ids,
@@ -79,18 +78,18 @@ def measure(col_path, *, text_queries, text_labels, image_query_features, image_
     Xt = spec.text_features(list(text_queries))
     Xp = spec.text_features(list(partner_texts))
     qt, qp = _encoded(first, Xt, "text"), _encoded(first, Xp, "text")
-    qi = _encoded(first, image_query_features, "image")
     out = {}
     for name, on, o in settings:
         col = Collection(col_path, rerank=on, oversample=o, model=first.model)
         if on and not col.reranks:
             out[name] = None  # a collection without stored values
             continue
-        p_t = [sum(label_of_item[h.id] == lab for h in _answers(col, qt, i, "images")) / K
+        p_t = [sum(label_of_item[h.id] == lab for h in _answers(col, (Xt, "text"), i, "images")) / K
                for i, lab in enumerate(text_labels)]
-        p_i = [sum(label_of_item[h.id] == lab for h in _answers(col, qi, i, "texts")) / K
-               for i, lab in enumerate(image_labels)]
-        found = [any(h.id == own for h in _answers(col, qp, i, "images")) for i, own in enumerate(partner_ids)]
+        p_i = [sum(label_of_item[h.id] == lab for h in _answers(col, (image_query_features, "image"), i, "texts"))
+               / K for i, lab in enumerate(image_labels)]
+        found = [any(h.id == own for h in _answers(col, (Xp, "text"), i, "images"))
+                 for i, own in enumerate(partner_ids)]
         out[name] = {"precision@10 text->images": round(float(np.mean(p_t)), 4),
                      "precision@10 image->texts": round(float(np.mean(p_i)), 4),
                      "partner_recall@10": round(float(np.mean(found)), 4)}
@@ -121,15 +120,13 @@ def _ties(col_path, q, partner_ids) -> dict:
 def _float16_agreement(col_path, *encoded) -> dict | None:
     """The share of queries whose re-ranked top 10 (oversample 10) is the same list with the
     stored float16 values as with float32 values of the features."""
-    from dmh.collection import Collection, load_features
-    from dmh.collection._files import read_current
+    from dmh.collection import Collection, collection_features
     from dmh.rerank import cosine_to, rerank_order
 
     col = Collection(col_path, rerank=True)
     if not col.reranks:
         return None
-    _, P, _ = read_current(Path(col_path))
-    data, _, fids = load_features(P.features)
+    data, fids = collection_features(col_path)
     row = {int(i): r for r, i in enumerate(fids)}
     sorted_ids, stored = col._values["images"]
     exact = col.model.project(data.image[[row[int(i)] for i in sorted_ids]], modality="image").astype(np.float32)
@@ -184,7 +181,7 @@ def quality_main(args) -> dict:
             partner_ids=[by_name[p["photo"].stem] for p in split["uncaptioned"]],
             label_of_item=label_of_item, oversamples=oversamples)}
         if args.out:  # after each collection: a long run keeps what it has measured
-            from dmh._atomic import atomic_write_text
+            from dmh.report import atomic_write_text
 
             atomic_write_text(Path(args.out), json.dumps(result, indent=1) + "\n")
     return result
@@ -315,7 +312,7 @@ def main(argv=None) -> int:
         for name, rec in result["collections"].items():
             print(f"{name}: ties {json.dumps(rec['ties'])}; float16 vs float32 {json.dumps(rec['float16_vs_float32'])}")
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(Path(args.out), json.dumps(result, indent=1) + "\n")
     return 0

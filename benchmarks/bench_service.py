@@ -2,7 +2,7 @@
 service under load and under hostile clients (``--load``).
 
     python benchmarks/bench_service.py [--n-items 10000] [--queries 200] [--workdir /tmp/dmh-bench-service]
-                                       [--out bench_service.json] [--readme]
+                                       [--out bench_service.json] [--doc]
     python benchmarks/bench_service.py --collection mycollection/ [--image-queries 30]
     python benchmarks/bench_service.py --load 60 [--load-rounds 1] [--text-clients 8] [--upload-clients 1]
                                        [--hostile-seconds 10] [--idle-connections 1000] [--server-nofile 1024]
@@ -656,7 +656,7 @@ def main(argv=None):
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/dmh-bench-service"))
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--readme", action="store_true", help="write the table into README.md (results:service)")
+    ap.add_argument("--doc", action="store_true", help="write the table into docs/collection.md (results:service)")
     ap.add_argument("--collection", type=Path, help="time this existing collection instead of building one")
     ap.add_argument("--image-queries", type=int, default=0, help="also time this many image uploads")
     ap.add_argument("--load", type=float, default=0, metavar="SECONDS",
@@ -678,7 +678,7 @@ def main(argv=None):
         print(json.dumps(result, indent=1))
         print(load_markdown(result))
         if args.out:
-            from dmh._atomic import atomic_write_text
+            from dmh.report import atomic_write_text
 
             atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
         return
@@ -687,14 +687,14 @@ def main(argv=None):
     table = markdown(result)
     print(table)
     if args.out:
-        from dmh._atomic import atomic_write_text
+        from dmh.report import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
-    if args.readme:
+    if args.doc:
         sys.path.insert(0, str(ROOT / "benchmarks"))
-        from _readme import update_readme
+        from _blocks import update_block
 
-        update_readme("service", table)
+        update_block("service", table)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
-from _readme import update_readme
+from _blocks import PAGES, update_block
 
 from dmh.experiments.outcomes import Z, field_outcome, outcome_counts_text, paired_outcome
 from dmh.records import with_top_precision
@@ -378,13 +379,13 @@ def main(argv=None):
     )
     ap.add_argument(
         "--peers",
-        help="a `dmh reproduce peers` folder: with --readme, its 'which method?' tables go into the README's "
-        "results:leaderboard block",
+        help="a `dmh reproduce peers` folder: with --readme, DMH's counts against every method go into the README's "
+        "results:leaderboard block and the table of every method into docs/experiments.md (results:leaderboard-table)",
     )
     ap.add_argument("--out", required=True)
     ap.add_argument(
         "--readme",
-        help="also write the summary and a compact table1 table into this README's results:experiments block",
+        help="also write a compact table1 table into this README's results:experiments block",
     )
     args = ap.parse_args(argv)
     parts, summary = [], []
@@ -426,17 +427,30 @@ def main(argv=None):
         t1 = same_seeds(load(args.table1)) if args.table1 else None
         if t1 is not None and args.table1_paper:
             t1 = with_paper_rows(t1, load(args.table1_paper))
-        block = readme_block(t1, summary, args, out)
-        update_readme("experiments", block, args.readme)
+        block = readme_block(t1, args, out)
+        update_block("experiments", block, args.readme)
         if args.peers:
-            update_readme("leaderboard", leaderboard_block(load(args.peers), args.peers), args.readme)
+            peers = load(args.peers)
+            update_block("leaderboard", leaderboard_counts(peers, args.peers), args.readme)
+            page = Path(args.readme).resolve().parent / PAGES["leaderboard-table"]
+            update_block("leaderboard-table", leaderboard_block(peers, os.path.relpath(args.peers, page.parent)), page)
+            print(f"updated {page}")
         print(f"updated {args.readme}")
 
 
+def leaderboard_counts(peers, folder) -> str:
+    """DMH's counts of cells won, tied and lost against every method of a peers run (the README's)."""
+    from dmh.experiments.leaderboard import dmh_counts
+
+    return (f"From [`{folder}/report.md`]({folder}/report.md) (`dmh reproduce peers`); the table of every "
+            "method: [docs/experiments.md](docs/experiments.md#every-method-on-the-same-data).\n\n"
+            + "\n".join(dmh_counts(peers["records"])))
+
+
 def leaderboard_block(peers, folder) -> str:
-    """The short "which method?" table of a peers run (fully paired), DMH's counts, and where the
-    rest is (50% pairing, MAP@50, every dataset's own table)."""
-    from dmh.experiments.leaderboard import dmh_counts, leaderboard_compact
+    """The short "which method?" table of a peers run (fully paired) and where the rest is (50%
+    pairing, MAP@50, every dataset's own table); ``folder``: the run's folder, relative to the page."""
+    from dmh.experiments.leaderboard import leaderboard_compact
 
     recs = peers["records"]
     seeds = sorted({r["seed"] for r in recs})
@@ -453,9 +467,7 @@ def leaderboard_block(peers, folder) -> str:
                "peers' cells (DJSRH, JDSH, DGCPN, UCCH) were fitted on one H100 (`device=\"cuda\"`; refitted on the "
                "CPU where compared, MAP within 0.001): their seconds are left out of the column." if devices
                else " Fit seconds: one thread per fit on 2 shared CPU cores, several fits at once.")
-            + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"], expected=peers.get("runs", ()))
-            + "\n\n"
-            + "\n".join(dmh_counts(recs)))
+            + "\n\n" + leaderboard_compact(recs, peers["titles"], peers["datasets"], expected=peers.get("runs", ())))
 
 
 def same_seeds(m):
@@ -499,7 +511,7 @@ def with_paper_rows(t1, paper):
     return dict(t1, records=[*t1["records"], *extra], paper_rows_from=True)
 
 
-def readme_block(t1, summary, args, out) -> str:
+def readme_block(t1, args, out) -> str:
     lines = []
     if t1 is not None:
         per_metric = {metric: by_seed(t1, metric) for metric in METRICS}
@@ -533,10 +545,8 @@ def readme_block(t1, summary, args, out) -> str:
                 lines.append(f"| {title(t1, ds)} | {shown} | "
                              + " | ".join(" / ".join("–" if c is None else c for c in pair) for pair in cells) + " |")
         lines.append("")
-    # the README keeps the summary over all datasets and the ablation; per dataset and per ratio: the page
-    kept = [line for line in summary if line.startswith(("- All datasets", "- DMH (50%) against IMH"))]
-    lines += [f"The paper's claims on this data, over all three datasets (per dataset, Fig. 4 and the rest: "
-              f"[`{out}`]({out}), `benchmarks/paper_claims.py`; DMH-paper at 50% there):", "", *kept]
+    lines += [f"Where the paper's claims hold on this data, per dataset, bit length and direction (Fig. 4 and "
+              f"Table 8 too): [`{out}`]({out}) (`benchmarks/paper_claims.py`)."]
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""Smoke runs of the scripts of benchmarks/ and studies/ that reach into the package's internals:
+"""Smoke runs of the scripts of benchmarks/ and research/studies/ that reach into the package's internals:
 each runs end to end on a tiny input, so that a change of an internal signature shows here."""
 import json
 import sys
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(autouse=True)
 def _bench_path(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    monkeypatch.syspath_prepend(str(ROOT / "studies"))
+    monkeypatch.syspath_prepend(str(ROOT / "research" / "studies"))
     yield
     for name in ("quality_cle_probe", "gbe_sign_stability"):
         sys.modules.pop(name, None)
@@ -232,9 +232,9 @@ FASHION = ROOT.parent / "shared" / "data" / "fashion"
 def test_engineers_path_quick_builds_searches_and_reports(tmp_path, capsys):
     """``--quick``: a few hundred of the fashion photos built with two methods and auto over them,
     searched by the held-out titles and photos; the figures are shares, auto's build is that of its
-    pick, and the README block is rendered (into a copy)."""
+    pick, and the docs block is rendered (into a copy)."""
     import bench_engineers_path as bench
-    from _readme import update_readme
+    from _blocks import update_block
 
     out = tmp_path / "engineers.json"
     assert bench.main(["--quick", "--workdir", str(tmp_path / "work"), "--out", str(out)]) == 0
@@ -277,14 +277,14 @@ def test_engineers_path_quick_builds_searches_and_reports(tmp_path, capsys):
     assert measured["float16_vs_float32"]["queries"] == 60 + 120
     assert bench_rerank.main(["cost", "--items", "3000", "--queries", "5"]) == 0
     assert "| 3,000 | rerank x10 |" in capsys.readouterr().out
-    readme = tmp_path / "README.md"
-    readme.write_text("a\n<!-- results:engineers:start -->\nold\n<!-- results:engineers:end -->\nb\n")
-    update_readme(bench.MARKER, bench.readme_block(result, bench.table(result)), readme)
-    text = readme.read_text()
+    page = tmp_path / "collection.md"
+    page.write_text("a\n<!-- results:engineers:start -->\nold\n<!-- results:engineers:end -->\nb\n")
+    update_block(bench.MARKER, bench.doc_block(result, bench.table(result)), page)
+    text = page.read_text()
     assert "old" not in text and "**auto → " in text and text.startswith("a\n") and text.endswith("b\n")
     with pytest.raises(SystemExit) as exc:
-        bench.main(["--quick", "--readme", str(readme)])
-    assert exc.value.code == 2 and "not the README's" in capsys.readouterr().err
+        bench.main(["--quick", "--doc", str(page)])
+    assert exc.value.code == 2 and "not the docs'" in capsys.readouterr().err
 
 
 def test_chinese_rendering_of_titles_is_word_by_word_without_spaces():

@@ -312,3 +312,31 @@ def test_minilm_reads_every_word(tmp_path):
     read = col.read_text("zzzz qqqq")
     assert read.unknown_words == [] and read.readable and read.note() is None
     assert len(col.search_text("zzzz qqqq", 5)) == 5
+
+
+def test_collection_features_reads_the_stored_features_back_by_item(shapes_collection, tmp_path):
+    """48 photos, 3 in 4 captioned, 4 captions alone: one row per item, each modality observed
+    where the item has it, the rows in the order of the item ids."""
+    from dmh.collection import AUTO_HOLDOUT, collection_features
+
+    data, ids = collection_features(shapes_collection)
+    assert data.n_objects == len(ids) == 52 and list(ids) == sorted(ids)
+    assert int(data.image_mask.sum()) == 48 and int(data.text_mask.sum()) == data.n_paired + 4
+    col = Collection(shapes_collection)
+    for row, item_id in enumerate(ids):
+        item = col.item(int(item_id))
+        assert bool(item.get("image")) == data.image_mask[row] and bool(item.get("caption")) == data.text_mask[row]
+    assert 0.0 < AUTO_HOLDOUT < 0.5
+    with pytest.raises(CollectionError, match="not a collection"):
+        collection_features(tmp_path)
+
+
+def test_search_features_answers_as_search_text_does_and_refuses_several_rows(shapes_collection):
+    col = Collection(shapes_collection)
+    X = col.model.featurizer_.text_features(["a red circle", "a blue square"])
+    for i, text in enumerate(["a red circle", "a blue square"]):
+        assert [h.id for h in col.search_features(X[i], "text", 5)] == [h.id for h in col.search_text(text, 5)]
+    with pytest.raises(CollectionError, match="one query"):
+        col.search_features(X, "text")
+    with pytest.raises(CollectionError, match="modality"):
+        col.search_features(X[0], "audio")

@@ -14,6 +14,7 @@ import pytest
 import dmh
 from dmh import registry
 from dmh.cli import main
+import dmh.testing
 from dmh.testing import check_hasher
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,17 @@ def test_the_example_passes_check_hasher():
     from cca_hasher import CCAHasher
 
     check_hasher(CCAHasher(n_bits=8), bad_params=[{"reg": 0}, {"reg": "x"}])
+
+
+def test_the_pages_pytest_file_runs_every_check_of_the_example():
+    (source,) = [b for b in _blocks("python") if "parametrize_with_checks" in b]
+    namespace = {}
+    exec(compile(source, str(DOC), "exec"), namespace)  # noqa: S102 - the page's own example
+    test = namespace["test_cca_hasher"]
+    (mark,) = test.pytestmark
+    assert [c.keywords["checks"] for _, c in mark.args[1]] == [[name] for name in dmh.testing.CHECKS]
+    for estimator, check in mark.args[1]:
+        test(estimator, check)
 
 
 def _run(*args) -> None:

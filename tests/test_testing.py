@@ -8,7 +8,7 @@ import pytest
 
 from dmh import BaseHasher
 from dmh.registry import method_names
-from dmh.testing import CHECKS, check_hasher
+from dmh.testing import CHECKS, check_hasher, parametrize_with_checks
 
 
 @pytest.mark.parametrize("name", method_names())
@@ -95,3 +95,29 @@ def test_unknown_check_names_are_refused():
     with pytest.raises(ParameterError, match="unknown check"):
         check_hasher(_Mean(), checks=["nope"])
     assert list(CHECKS)[0] == "init_stores_params"
+
+
+@parametrize_with_checks([_Mean(), "cca-itq"])
+def test_parametrize_with_checks_makes_one_test_per_method_and_check(estimator, check):
+    check(estimator)
+
+
+def test_parametrize_with_checks_pairs_each_estimator_with_each_check_and_its_check_can_fail():
+    mark = parametrize_with_checks([_Mean(), _Noisy()], checks=["save_load", "same_seed_same_codes"]).mark
+    assert mark.args[0] == ("estimator", "check")
+    assert mark.kwargs["ids"] == ["_Mean-save_load", "_Mean-same_seed_same_codes",
+                                  "_Noisy-save_load", "_Noisy-same_seed_same_codes"]
+    (mean, save), _, (noisy, _), (noisy2, seed) = mark.args[1]
+    assert isinstance(mean, _Mean) and noisy is noisy2
+    save(mean)
+    with pytest.raises(AssertionError, match=r"^check_hasher\(_Noisy\): same_seed_same_codes: "):
+        seed(noisy)
+
+
+def test_parametrize_with_checks_refuses_unknown_checks_and_a_single_estimator():
+    from dmh.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="unknown check"):
+        parametrize_with_checks([_Mean()], checks=["nope"])
+    with pytest.raises(ParameterError, match="estimators must be a list"):
+        parametrize_with_checks(_Mean())

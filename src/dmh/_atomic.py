@@ -161,6 +161,7 @@ def _umask() -> int:
 
 
 def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically: the previous file, or none, until it is whole."""
     with atomic_path(path) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
 

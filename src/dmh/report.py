@@ -5,6 +5,12 @@ Tables show the mean ± sample standard deviation (``ddof=1``) over seeds, one r
 pairing ratio, one column per task and code length; a cell with a single seed shows the value
 alone. Methods appearing with one pairing ratio of 100% are labelled by name alone; otherwise the
 ratio follows the name as in the DMH paper's figures: ``"DMH (50%)"``.
+
+The writers every report uses are public for scripts that write results of their own (the
+benchmarks and studies of the repository): :func:`atomic_write_text` (a crash mid-write leaves the
+previous file, never half of one; a missing or read-only folder is one :class:`dmh.errors.OutputError`
+naming the file), :func:`check_writable` (that check before any work) and :func:`jsonable` (numpy
+values, NaN and the like as plain JSON values).
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ import io
 import json
 from pathlib import Path
 
-from ._atomic import atomic_write_text
-from ._json import jsonable as _jsonable
+from ._atomic import atomic_write_text, check_writable
+from ._json import jsonable
 from .errors import ParameterError
 from .records import (
     ID_KEYS,
@@ -30,6 +36,9 @@ from .records import (
 )
 
 __all__ = [
+    "atomic_write_text",
+    "check_writable",
+    "jsonable",
     "TASKS",
     "REQUIRED_KEYS",
     "check_records",
@@ -82,7 +91,7 @@ def records_to_csv(records) -> str:
     writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     for rec in records:
-        writer.writerow({k: _jsonable(rec.get(k)) for k in fields})
+        writer.writerow({k: jsonable(rec.get(k)) for k in fields})
     return buf.getvalue()
 
 
@@ -90,7 +99,7 @@ def write_json(records, path) -> Path:
     """All records, curves included, as JSON (NaN written as null), atomically."""
     records = check_records(records)
     path = Path(path)
-    atomic_write_text(path, json.dumps(_jsonable(records), indent=1, allow_nan=False) + "\n")
+    atomic_write_text(path, json.dumps(jsonable(records), indent=1, allow_nan=False) + "\n")
     return path
 
 
@@ -141,7 +150,7 @@ def write_results(path, records, *, dataset: str, config: dict, label_prior_map:
         "summary": summarize(records),
     }
     path = Path(path)
-    atomic_write_text(path, json.dumps(_jsonable(payload), indent=1))
+    atomic_write_text(path, json.dumps(jsonable(payload), indent=1))
     paths = {"json": path}
     if tables:
         paths.update(_tables_and_figures(records, path, plots))

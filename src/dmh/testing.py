@@ -28,15 +28,19 @@ check                      what must hold
 
 The data are small (64 objects, 12-d "images", 9-d "texts", four clusters), so a method should be
 given settings that fit them in a second or so: :data:`FAST_PARAMS` holds those of dmh's own methods;
-for your own method, configure the instance you pass. In a pytest suite::
+for your own method, configure the instance you pass. In a pytest suite, one test per method and
+check (scikit-learn's ``parametrize_with_checks`` idiom)::
 
-    @pytest.mark.parametrize("check", dmh.testing.CHECKS)
-    def test_my_hasher(check):
-        dmh.testing.check_hasher(MyHasher(n_bits=8), checks=[check])
+    from dmh.testing import parametrize_with_checks
+
+    @parametrize_with_checks([MyHasher(n_bits=8)])
+    def test_dmh(estimator, check):
+        check(estimator)
 """
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
@@ -49,7 +53,7 @@ from .data import CrossModalData, make_semi_paired
 from .errors import DataError, ParameterError
 from .registry import get_method_class, method_key
 
-__all__ = ["CHECKS", "FAST_PARAMS", "check_hasher", "toy_data"]
+__all__ = ["CHECKS", "FAST_PARAMS", "check_hasher", "parametrize_with_checks", "toy_data"]
 
 #: settings under which each of dmh's methods fits :func:`toy_data` in about a second
 FAST_PARAMS: dict[str, dict] = {
@@ -238,8 +242,7 @@ def check_hasher(hasher, *, checks: Sequence[str] | None = None, bad_params: Seq
     raises :class:`AssertionError` naming the method and the check.
     """
     if not isinstance(hasher, BaseHasher):
-        klass = get_method_class(hasher)
-        hasher = klass(n_bits=N_BITS, random_state=0, **FAST_PARAMS.get(method_key(klass), {}))
+        hasher = _default_instance(hasher)
     names = list(CHECKS) if checks is None else list(checks)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
@@ -256,6 +259,41 @@ def check_hasher(hasher, *, checks: Sequence[str] | None = None, bad_params: Seq
         except Exception as exc:  # noqa: BLE001 - an error of the method, named with the check it broke
             raise AssertionError(f"check_hasher({type(hasher).__name__}): {name}: "
                                  f"{type(exc).__name__}: {exc}") from exc
+
+
+def parametrize_with_checks(estimators: Sequence, *, checks: Sequence[str] | None = None,
+                            bad_params: Sequence[dict] = ()):
+    """A ``pytest.mark.parametrize`` decorator over every (estimator, check) pair.
+
+    ``estimators``: unfitted instances, or anything :func:`check_hasher` takes (a method name,
+    ``package.module:Class`` or class); ``checks``: names of :data:`CHECKS` (all when omitted);
+    ``bad_params``: as for :func:`check_hasher`, for every estimator. The
+    decorated test takes ``estimator`` and ``check`` and calls ``check(estimator)``, which runs that
+    one check and raises :class:`AssertionError` naming the method and the check when it fails. Each
+    pair is its own test, with an id such as ``MyHasher-save_load``.
+    """
+    import pytest  # only the test suites that use this need pytest
+
+    names = list(CHECKS) if checks is None else list(checks)
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        raise ParameterError(f"checks names unknown check(s) {unknown}; the checks are {list(CHECKS)}")
+    if isinstance(estimators, (str, BaseHasher)) or not isinstance(estimators, Sequence):
+        raise ParameterError("estimators must be a list of hashers (or method names), "
+                             f"got {type(estimators).__name__}")
+    instances = [e if isinstance(e, BaseHasher) else _default_instance(e) for e in estimators]
+    pairs, ids = [], []
+    for est in instances:
+        for name in names:
+            pairs.append((est, functools.partial(check_hasher, checks=[name], bad_params=bad_params)))
+            ids.append(f"{type(est).__name__}-{name}")
+    return pytest.mark.parametrize(("estimator", "check"), pairs, ids=ids)
+
+
+def _default_instance(method) -> BaseHasher:
+    """A method name, ``package.module:Class`` or class, made as :func:`check_hasher` makes it."""
+    klass = get_method_class(method)
+    return klass(n_bits=N_BITS, random_state=0, **FAST_PARAMS.get(method_key(klass), {}))
 
 
 def _expect(error: type, call: Callable, what: str) -> None:

@@ -342,7 +342,7 @@ def test_a_diverged_peer_fit_is_one_line(data_file, tmp_path, capsys):
     assert not (tmp_path / "m.npz").exists()
 
 
-# ---- found by benchmarks/fuzz_options.py (careless values in every option of every command)
+# ---- found by test_fuzz_options.py (careless values in every option of every command)
 @pytest.mark.parametrize(
     ("argv", "named"),
     [

@@ -1,7 +1,8 @@
 """Bad input to the collection commands (``dmh build``, ``dmh add``, ``dmh search COLLECTION``,
 ``dmh serve``) through :func:`dmh.cli.main`: one line ``Error: ...`` naming the file or argument,
 exit code 2, no traceback; outputs checked before any work; an interrupted add never leaves a
-collection that searches wrong. The full list of hostile inputs is ``benchmarks/bad_inputs.py``."""
+collection that searches wrong. The full list of hostile inputs is in ``test_hostile_inputs.py`` and
+``test_hostile_collection.py``."""
 
 from __future__ import annotations
 
@@ -197,7 +198,7 @@ def test_an_interrupted_add_leaves_the_collection_as_it_was(shapes_collection, t
     assert (col_path / "thumbs" / f"{max(before._by_id) + 1}.jpg").read_bytes() != stale
 
 
-# ---- found by benchmarks/fuzz_options.py: refusals that came after the build had written files
+# ---- found by test_fuzz_options.py: refusals that came after the build had written files
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

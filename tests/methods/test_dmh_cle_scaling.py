@@ -1,5 +1,5 @@
 """``DMH(cle_scaling=...)``: how the input descriptions enter CLE's first round (docs/quality.md;
-the evidence in docs/log/quality.md section 8)."""
+the evidence in research/log/quality.md section 8)."""
 
 import numpy as np
 import pytest

@@ -179,7 +179,7 @@ class LSSH(BaseHasher):
 
         The closed form of ``A`` given both: ``(mu U U' + gamma I)^-1 (mu U y + gamma R' s)``. The
         authors' evaluation code hashes the retrieval set (the training pairs) this way, so its
-        database codes carry both modalities; ``studies/check_lssh_stmh_fsh.py`` uses it to
+        database codes carry both modalities; ``research/studies/check_lssh_stmh_fsh.py`` uses it to
         reproduce the published protocol. Cross-modal retrieval in :mod:`dmh` encodes one modality.
         """
         image = self._check_X(image, "image")

@@ -47,11 +47,16 @@ keeps and deletes); ids are never reused.
 ``ray=RayOptions(...)`` (:mod:`dmh.distributed`) runs the image features and the hash codes of
 ``build_collection`` / ``add_to_collection`` as Ray Data stages (a local runtime or a cluster);
 the results are those of the single-process path.
+
+:func:`collection_features` reads a built collection's stored features back as
+:class:`dmh.CrossModalData` (to fit or compare methods on them); ``auto`` holds out
+:data:`AUTO_HOLDOUT` of the pairs to choose its method.
 """
 
 from __future__ import annotations
 
 from ..errors import CollectionError
+from ._auto import HOLDOUT as AUTO_HOLDOUT
 from ._build import add_to_collection, build_collection
 from ._features import image_features_chunked  # noqa: F401  (used by the tests)
 from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, is_collection, load_features  # noqa: F401
@@ -60,6 +65,7 @@ from ._remove import remove_from_collection, set_captions
 from ._search import Collection, Hit, TextQuery, manifest_signature
 
 __all__ = [
+    "AUTO_HOLDOUT",
     "COLLECTION_FORMAT_VERSION",
     "Collection",
     "CollectionError",
@@ -67,9 +73,26 @@ __all__ = [
     "TextQuery",
     "add_to_collection",
     "build_collection",
+    "collection_features",
     "is_collection",
     "manifest_signature",
     "read_captions",
     "remove_from_collection",
     "set_captions",
 ]
+
+
+def collection_features(collection):
+    """The stored features of a built collection's current items: ``(data, ids)``, a
+    :class:`dmh.CrossModalData` (an item without a photo or a caption is unobserved in that
+    modality) and the item id of each row. Raises :class:`CollectionError` when ``collection`` is
+    not a collection folder."""
+    from pathlib import Path
+
+    from ._files import read_current
+
+    if not is_collection(collection):
+        raise CollectionError(f"{collection} is not a collection (no manifest.json)")
+    _, paths, _ = read_current(Path(collection))
+    data, _, ids = load_features(paths.features)
+    return data, ids

@@ -327,6 +327,21 @@ class Collection:
         codes, values = self._image_values(image)
         return self._hits(codes, k, target, values=values)
 
+    def search_features(self, features, modality: str, k: int = 10, target: str = "images") -> list[Hit]:
+        """Items matching one query given by its features in ``modality`` ("image" or "text": one
+        row of what this collection's featurizer makes of a photo or a caption), nearest first, as
+        :meth:`search_image` and :meth:`search_text` answer once they have featurized their query."""
+        self._check(k, target)
+        if modality not in ("image", "text"):
+            raise CollectionError(f"modality must be 'image' or 'text', got {modality!r}")
+        X = np.asarray(features)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[0] != 1:
+            raise CollectionError(f"features must be one query (one row), got shape {np.shape(features)}")
+        codes, values = self._query_values(X, modality)
+        return self._hits(codes, k, target, values=values)
+
     def similar(self, item_id: int, k: int = 10, target: str = "images") -> list[Hit]:
         """Items like item ``item_id`` (itself left out): its photo's code when it has one, else its
         caption's."""
