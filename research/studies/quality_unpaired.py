@@ -4,7 +4,7 @@ section 7).
 
     python research/studies/quality_unpaired.py --data uci-digits,wiki,fashion --seeds 0,1,2 --bits 16 \
         --config 'paired-only=paired_only' --config 'default={}' --config 'dam-paired={"unpaired_dam": false}' \
-        --out docs/results/quality/unpaired.json
+        --out research/results/quality/unpaired.json
 
 Every fit uses the semi-paired training set (``make_semi_paired(train, ratio, seed)``) minus the
 label-free held-out pairs (``holdout_pairs(..., random_state=seed)``, drawn from the paired
@@ -12,7 +12,7 @@ objects), so the configurations of one (data, seed) share the same held-out pair
 Records the held-out pair score (the label-free criterion) and test MAP (for diagnosis only).
 Resumable: finished (data, config, bits, seed) records in ``--out`` are skipped.
 
-    python research/studies/quality_unpaired.py --report docs/results/quality/unpaired.json [--baseline paired-only]
+    python research/studies/quality_unpaired.py --report research/results/quality/unpaired.json [--baseline paired-only]
 
 prints the tables of research/log/quality.md from such a file: every record, the per-seed paired
 differences of each configuration against ``--baseline`` (and against ``default``), and the Spearman

@@ -8,7 +8,7 @@ The records say which side each split, and the mean over splits, prefers; set th
 of the full fits (table1's DMH (50%) and DMH (pairs only) cells).
 
     python research/studies/unpaired_choice.py --data ../shared/data --bits 16,64 --seeds 0,1,2 --rounds 1 \\
-        --splits 2 --out docs/results/use_unpaired/choice_r1.json
+        --splits 2 --out research/results/use_unpaired/choice_r1.json
 
 ``--rule`` records instead the choice ``use_unpaired="auto"`` makes inside a default fit (its split, its
 candidates, its scores), per (set, seed, bits), to set beside the fits of both sides.

@@ -18,7 +18,7 @@ GAMMA_REFERENCE_BITS = 16
 
 #: Values of the options beyond the paper that a ``preset`` gives when they are left as ``None``.
 #: ``"paper"`` is the paper's method, each of these options at the value that leaves it as printed
-#: (``studies/quality_paper_exact.py`` checks its codes); ``"default"`` is the setting chosen by the
+#: (``research/studies/quality_paper_exact.py`` checks its codes); ``"default"`` is the setting chosen by the
 #: label-free procedure of :mod:`dmh.selection` (docs/quality.md gives the evidence). Every preset
 #: names the same options, each a parameter of DMH whose default is ``None``.
 PRESETS = {

@@ -10,8 +10,8 @@ the choice costs one eigendecomposition whatever the number of objects. The inpu
 the view's training objects (:class:`~dmh.methods.dam_inputs.Standardised`), so the intercept is
 the codes' mean.
 
-What it does to MAP and to the held-out pair score on the shared sets: docs/log/quality.md, section
-25 (a sparse view gains category MAP and loses some of the pair score; a dense view loses MAP)."""
+On the shared sets a sparse view (a bag of words) gains category MAP and loses some of the held-out
+pair score; a dense view loses MAP (docs/quality.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Options for the unpaired objects of a semi-paired training set (docs/log/quality.md, section 7, "Unpaired
-objects at 50% pairing").
+"""Options for the unpaired objects of a semi-paired training set (measured in docs/quality.md).
 
 An image-only object's missing text is complemented by Eq. 5 from its ``k`` nearest *paired*
 neighbours in image space (and a text-only object's image from text space). Where one view's
