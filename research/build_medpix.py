@@ -34,8 +34,9 @@ from build_listed_set import LayoutError, Pair, write_set  # noqa: E402
 CASE_FIELDS = ("Title", "History", "Exam", "Findings", "Differential Diagnosis", "Case Diagnosis")
 QUERY_SPLITS = ("dev", "test")
 NOTES = (
-    "MedPix is the U.S. National Library of Medicine's open-access database of radiology cases; the",
-    "repository states no licence of its own. Images are de-identified teaching images.",
+    "MedPix is the U.S. National Library of Medicine's public teaching database of radiology cases;",
+    "the repository states no licence of its own, and MedPix's terms of use were not checked here.",
+    "Checkout: git --git-dir=<snapshot of the repository> archive <commit> MedPix-2-0 | tar -x -C <dir>",
     "Text of a row: the image's caption, then its case's title, history, exam, findings, differential",
     "and case diagnosis and the disease discussion ('N/A' and empty fields left out). Images of the",
     "same case share all but the caption. Label: the image's 'Location Category'.",
