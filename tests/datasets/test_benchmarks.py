@@ -77,7 +77,33 @@ def test_toolkit_benchmarks_by_name():
     assert (uci.query_idx.size, uci.train_idx.size, uci.n_objects) == (500, 1500, 2000)
 
 
+def test_medpix_folder():
+    """The fourth development set, once it is among the shared data (research/build_medpix.py)."""
+    _needs(SHARED / "medpix" / "medpix_effl0.npz")
+    data = dmh.load_dataset(f"medpix:{SHARED / 'medpix'}")
+    assert (data.n_objects, data.query_idx.size, data.train_idx.size) == (2050, 397, 1653)
+    assert data.database_idx.tolist() == data.train_idx.tolist()
+    assert data.n_features == {"image": 1280, "text": 2000} and data.labels.max() == 4
+
+
 # ------------------------------------------------------------------------------ synthetic
+def test_generic_data_file_keeps_its_split(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 40
+    split = {"train_idx": np.arange(30), "query_idx": np.arange(30, 40), "database_idx": np.arange(30)}
+    np.savez(tmp_path / "medpix_effl0.npz", image=rng.standard_normal((n, 5)), text=rng.random((n, 3)) < 0.5,
+             labels=rng.integers(0, 5, n), **split)
+    for spec in (f"medpix:{tmp_path}", str(tmp_path), f"medpix:{tmp_path / 'medpix_effl0.npz'}"):
+        data = dmh.load_dataset(spec)
+        assert data.name == "medpix" and data.query_idx.tolist() == list(range(30, 40))
+        assert data.train_idx.tolist() == data.database_idx.tolist() == list(range(30))
+    (tmp_path / "medpix_effl0.npz").rename(tmp_path / "other.npz")
+    with pytest.raises(FileNotFoundError, match="lacks medpix_effl0.npz: it should hold dmh's generic layout"):
+        dmh.load_dataset(f"medpix:{tmp_path}")
+    with pytest.raises(dmh.errors.ParameterError, match=r"medpix has no random split.*medpix_effl0\.npz"):
+        bm.benchmark_split("medpix", 40)
+
+
 def _mir_arrays(n=20015, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, 6)).astype(np.float32)
@@ -253,5 +279,7 @@ def test_datasets_command(mir_folder):
     assert out.exit_code == 0 and "mirflickr25k" in out.output and "nus-wide-tc10" in out.output
     out = runner.invoke(datasets, ["mscoco"])
     assert out.exit_code == 0 and "mscoco-xall-vgg.mat" in out.output
+    out = runner.invoke(datasets, ["medpix"])
+    assert out.exit_code == 0 and "medpix_effl0.npz" in out.output and "the split is the file's" in out.output
     out = runner.invoke(datasets, [f"mirflickr25k:{mir_folder[0]}"])
     assert out.exit_code == 0 and "20015 objects" in out.output and "query 2000" in out.output

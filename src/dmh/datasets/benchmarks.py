@@ -15,11 +15,13 @@ benchmark           queries    database                                    train
 ``mscoco``          5000       all other pairs                             10,000 of the database
 ``wiki``            693        the 2173 training pairs (from the file)     the same 2173
 ``uci-digits``      500        the 1500 training objects (from the file)   the same 1500
+``medpix``          397        the 1653 other images (from the file)       the same 1653
 ==================  =========  ==========================================  =============
 
 The random splits are drawn by :func:`dmh.data.random_split` with ``random_state=0`` unless told
 otherwise: the sizes are the paper's, the permutation is ours (no paper published its indices).
-Wikipedia and UCI digits come in the MATLAB toolkit layout, whose split is stored in the file.
+Wikipedia and UCI digits come in the MATLAB toolkit layout, whose split is stored in the file;
+MedPix comes as one data file in dmh's generic layout, which stores its split too.
 
 Which files each benchmark expects (names, keys, shapes) is data, in
 :data:`dmh.datasets.catalog.BENCHMARKS`, and is what the error names when a folder lacks one; this
@@ -186,7 +188,7 @@ def load_text_labels(name: str, folder) -> tuple[np.ndarray, np.ndarray]:
     folder = _check_folder(folder)
     if b.text is None:
         raise ParameterError(
-            f"{b.name} comes as one toolkit file ({', '.join(b.toolkit)}); "
+            f"{b.name} comes as one data file ({', '.join((*b.toolkit, *b.data_files))}); "
             "load it with load_benchmark"
         )
     src = _text_labels_sources(b, folder)
@@ -297,9 +299,15 @@ def load_benchmark(
     folder = _check_folder(folder)
     src = _text_labels_sources(b, folder)
     if src is None:
-        for toolkit in b.toolkit:
-            if (folder / toolkit).is_file():
-                return _load_file(b, folder / toolkit, label, query_size, train_size, random_state)
+        for stored in (*b.toolkit, *b.data_files):
+            if (folder / stored).is_file():
+                return _load_file(b, folder / stored, label, query_size, train_size, random_state)
+        if b.text is None and not b.toolkit:
+            raise FileNotFoundError(
+                f"{b.title} folder {folder} lacks {b.data_files[0]}: it should hold dmh's generic layout "
+                "(image, text, labels, train_idx, query_idx, database_idx; see dmh.io). "
+                f"{_folder_listing(folder)}"
+            )
         if b.text is None:
             raise FileNotFoundError(
                 f"{b.title} folder {folder} lacks {b.toolkit[0]}: it should hold the MATLAB "

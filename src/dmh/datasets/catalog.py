@@ -32,7 +32,9 @@ class Benchmark:
     ``images`` maps an image-file choice (``"vgg"``, ...) to its file; ``raw_images`` lists files of
     raw pixels, which need a CNN before they are features. ``bundle`` is a single file holding text
     and labels (and raw images) under ``bundle_keys``. ``toolkit`` lists files in the MATLAB toolkit
-    layout (``I_tr, T_tr, L_tr, I_te, ...``) whose split is stored in the file.
+    layout (``I_tr, T_tr, L_tr, I_te, ...``) whose split is stored in the file; ``data_files``
+    lists files in dmh's generic layout (:mod:`dmh.io`: ``image``, ``text``, ``labels`` and the
+    split), for sets dmh builds from raw images and texts.
     """
 
     name: str
@@ -45,6 +47,7 @@ class Benchmark:
     bundle: FileSpec | None = None
     bundle_keys: dict[str, str] = field(default_factory=dict)
     toolkit: tuple[str, ...] = ()
+    data_files: tuple[str, ...] = ()
     n_query: int | None = None
     n_train: int | None = None
     random_state: int = 0
@@ -56,7 +59,7 @@ class Benchmark:
     def known_files(self) -> list[str]:
         specs = [*self.images.values(), self.text, self.labels, *self.raw_images, self.bundle]
         names = [n for s in specs if s is not None for n in s.names]
-        return names + list(self.toolkit)
+        return names + list(self.toolkit) + list(self.data_files)
 
 
 def _community(prefix: str, image_key_content: str, text_content: str, labels_content: str, alt=()):
@@ -178,6 +181,16 @@ BENCHMARKS: dict[str, Benchmark] = {
             "training objects are also the database",
             toolkit=("uci_all.mat",),
         ),
+        Benchmark(
+            name="medpix",
+            title="MedPix 2.0 CT and MR images with their case texts",
+            description="2050 CT and MR images of 671 clinical cases (github CHILab1/MedPix-2.0), "
+            "each with its caption and its case's history, findings, diagnosis and disease discussion "
+            "(median 397 words), 1280-d EfficientNet-Lite0 image features, 2000-d binary bag of words, "
+            "5 body-region classes; the file's split (the repository's, by case): 397 queries, the 1653 "
+            "others are the database and the training set",
+            data_files=("medpix_effl0.npz",),
+        ),
     )
 }
 
@@ -224,6 +237,11 @@ def describe_benchmark(name: str) -> str:
             "I_tr, T_tr, L_tr, I_te, T_te, L_te "
             "[, I_db, T_db, L_db]; the split is the file's"
         )
+    if b.data_files:
+        lines.append(
+            f"  one data file in dmh's generic layout ({' / '.join(b.data_files)}): image, text, labels, "
+            "train_idx, query_idx, database_idx; the split is the file's"
+        )
     if b.n_query is not None:
         lines.append(
             f"  split: {b.n_query} random queries, all other objects the database, "
@@ -246,7 +264,7 @@ def benchmark_split(
     if b.n_query is None:
         raise ParameterError(
             f"{b.name} has no random split: its split is stored in its file "
-            f"({', '.join(b.toolkit)})"
+            f"({', '.join((*b.toolkit, *b.data_files))})"
         )
     return random_split(
         n_objects,
