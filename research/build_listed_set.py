@@ -1,7 +1,7 @@
 """Build a dmh data folder from an image-text set published in the layout of the Wikipedia
 cross-modal dataset (Rasiwasia et al., ACM MM 2010), with the package's own featurizers.
 
-The layout (a checkout of the set's repository, e.g. ``git archive`` of a fetched snapshot)::
+The layout (a checkout of the set's repository)::
 
     categories.list                 one category name per line (line k = category k, 1-based)
     trainset_txt_img_cat.list       <text id> TAB <image id> TAB <category number>, one pair a line
@@ -17,7 +17,7 @@ pairs are the queries and the training list's pairs are the training set and the
 Wikipedia protocol); without a test list, a seeded ``--query-fraction`` of the pairs are the
 queries and the rest are both. Pairs whose image or text file is missing are listed and left out.
 
-    python research/build_listed_set.py --checkout /work/data4_raw/SET --out /work/data4/SET \\
+    python research/build_listed_set.py --checkout SET --out ../shared/data/SET \\
         --name SET --source github:OWNER/REPO --commit SHA
 """
 

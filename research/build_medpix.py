@@ -15,8 +15,8 @@ category (5 classes). The split is the repository's: the cases of ``dev`` and ``
 queries (about 19%), those of ``train`` the training set and the database, so no case has images on
 both sides.
 
-    git --git-dir=/work/.mirror/CHILab1+MedPix-2.0/repo archive HEAD MedPix-2-0 | tar -x -C /work/data4_raw/medpix-2.0
-    python research/build_medpix.py --checkout /work/data4_raw/medpix-2.0/MedPix-2-0 --out /work/data4/medpix \\
+    git clone https://github.com/CHILab1/MedPix-2.0 && git -C MedPix-2.0 checkout d3bc431576ec8041114806ec3eb58d75adf45029
+    python research/build_medpix.py --checkout MedPix-2.0/MedPix-2-0 --out ../shared/data/medpix \\
         --commit d3bc431576ec8041114806ec3eb58d75adf45029
 """
 
