@@ -99,6 +99,18 @@ def _write_base_files(root: Path) -> None:
         "paper": {"source": "none", "rows": None, "notes": ["a test config: no paper numbers"]},
     }
     (root / "tiny.json").write_text(json.dumps(config))
+    # two CVH settings on the validation split, in one results file, for ``compare``
+    from dmh.cli import main
+
+    runs = []
+    for name, extra in (("a", []), ("b", ["--param", "cvh.reg=1.0"])):
+        out = root / f"val_{name}.json"
+        assert main(["evaluate", str(root / "good.npz"), "--method", "cvh", "--bits", "8", "--paired-ratio", "1.0",
+                     "--seeds", "0,1", "--split", "validation", *extra, "--out", str(out)]) == 0
+        runs.append(json.loads(out.read_text()))
+        out.unlink()
+    runs[0]["results"] += runs[1]["results"]
+    (root / "val.json").write_text(json.dumps(runs[0]))
 
 
 def _copy_collection(root: Path, case: Path) -> None:
@@ -142,6 +154,8 @@ def bases(root: Path) -> dict[str, list[tuple[str, dict, list, object]]]:
         "caption": [("caption", {"collection": "{out}/col", "item": "0", "text": "a new caption"}, [("--wait", "0")],
                      _copy_collection)],
         "remove": [("remove", {"collection": "{out}/col", "items": "0"}, [("--wait", "0")], _copy_collection)],
+        "compare": [("compare", {"results": f"{r}/val.json"}, [("--baseline", "cvh"), ("--against", "cvh.reg=1.0")],
+                     None)],
     }
 
 
