@@ -42,7 +42,7 @@ def main(argv=None):
     ap.add_argument("--splits", type=int, default=2)
     ap.add_argument("--ratio", type=float, default=0.5)
     ap.add_argument("--rule", action="store_true",
-                    help="run use_unpaired='auto''s own choice (dmh.methods.unpaired_choice.choose: its split, "
+                    help="run use_unpaired='auto''s own choice (dmh.methods.unpaired_choice.choose_unpaired: its split, "
                          "the full default fit) per (set, seed, bits) instead of --rounds/--splits")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
@@ -75,7 +75,7 @@ def main(argv=None):
 
 def rule(args):
     """The choice a default fit makes, one record per (set, seed, bits), resumable."""
-    from dmh.methods.unpaired_choice import choose
+    from dmh.methods.unpaired_choice import choose_unpaired as choose
 
     out = Path(args.out)
     records = json.loads(out.read_text()) if out.is_file() else []

@@ -452,7 +452,7 @@ def test_every_preset_fills_the_same_options_with_allowed_values():
     defaults = DMH().get_params()
     filled = {name for name, value in defaults.items() if value is None} - {"random_state", "n_threads",
                                                                             "dam_first_target", "dam_last_epochs",
-                                                                            "block_bits"}
+                                                                            "block_bits", "gbe_block_bits"}
     for name, values in PRESETS.items():
         assert set(values) == filled, name
         validate_params({**defaults, **values, "preset": name}, DMH._parameter_constraints, f"preset {name}")

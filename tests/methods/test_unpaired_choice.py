@@ -114,7 +114,7 @@ def test_every_object_is_used_only_when_ahead_by_the_margin(semi, monkeypatch, m
     """Every object ahead by 0.8 standard errors of the paired difference: within the default margin
     (1), so the pairs alone; a margin of 0.5, or 0 (the rule before the margin: the higher score
     wins), takes every object."""
-    from dmh.methods.unpaired_choice import choose
+    from dmh.methods.unpaired_choice import choose_unpaired as choose
 
     rng = np.random.default_rng(0)
     pairs_alone = rng.uniform(0.05, 0.5, 100)
@@ -128,7 +128,7 @@ def test_every_object_is_used_only_when_ahead_by_the_margin(semi, monkeypatch, m
 
 
 def test_a_tie_goes_to_the_pairs_alone_under_a_margin_and_to_every_object_without(semi, monkeypatch):
-    from dmh.methods.unpaired_choice import choose
+    from dmh.methods.unpaired_choice import choose_unpaired as choose
 
     same = np.linspace(0.05, 0.5, 50)
     for margin, use in ((1.0, False), (0.0, True)):
@@ -226,6 +226,6 @@ def test_a_fit_too_large_is_refused_before_the_candidates(semi, monkeypatch):
     from dmh.methods import unpaired_choice as module
 
     monkeypatch.setattr(errors, "_physical_memory", lambda: 1)
-    monkeypatch.setattr(module, "choose", lambda *a, **k: pytest.fail("the candidates ran before the memory check"))
+    monkeypatch.setattr(module, "choose_unpaired", lambda *a, **k: pytest.fail("the candidates ran before the memory check"))
     with pytest.raises(errors.ResourceError, match="DMH .* would need about"):
         DMH(8, random_state=0, **TINY).fit(semi)

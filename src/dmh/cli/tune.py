@@ -42,7 +42,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     from ..datasets import load_dataset
     from ..errors import DataError
     from ..registry import resolve_method
-    from ..selection import best_mean, choose, load_records, parse_grid, rank_correlations, summarize
+    from ..selection import best_mean, choose, load_records, parse_grid, rank_correlations, summarize_candidates
     from ..selection import tune as run_tune
 
     method = resolve_method(method)
@@ -77,7 +77,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
               "seeds": seeds_, "paired_ratio": paired_ratio, "holdout": holdout}
 
     def write(recs):
-        payload = {"config": config, "records": recs, "summary": summarize(recs)}
+        payload = {"config": config, "records": recs, "summary": summarize_candidates(recs)}
         if recs:
             payload["chosen"] = choose(recs, rule=best_mean)
         if test_map:
@@ -102,7 +102,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     )
     write(records)  # in the plan's order (with --jobs, fits finish in any order)
     click.echo("candidate | bits | label-free score" + (" | test MAP (not used to choose)" if test_map else ""))
-    for row in summarize(records):
+    for row in summarize_candidates(records):
         extra = f" | {row['test_map']:.4f}" if "test_map" in row else ""
         click.echo(f"{row['candidate']} | {row['n_bits']} | {row['score']:.4f}{extra}")
     chosen = choose(records, rule=best_mean)

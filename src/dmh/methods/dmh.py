@@ -258,10 +258,10 @@ class DMH(DMHPersistence, BlockEnsemble, BaseHasher):
         self.unpaired_choice_ = None
         use = opts.use_unpaired
         if use == "auto" and not data.is_fully_paired:
-            from .unpaired_choice import choose
+            from .unpaired_choice import choose_unpaired
 
             opts.check_memory(data)  # the fit on every object, refused before the candidates' work
-            choice = choose(self, data, margin=opts.unpaired_margin)
+            choice = choose_unpaired(self, data, margin=opts.unpaired_margin)
             self.unpaired_choice_ = choice.as_dict()
             use = choice.use
             if self.verbose:

@@ -2,7 +2,7 @@
 
 The unpaired objects of a semi-paired set help DMH on some data and hurt it on other data
 (docs/quality.md: they help on UCI digits and fashion, and hurt on Wikipedia, where the missing
-descriptions that CLE complements are poor). No label says which; the pairs do. :func:`choose`
+descriptions that CLE complements are poor). No label says which; the pairs do. :func:`choose_unpaired`
 holds out a seeded share of the pairs (:func:`dmh.heldout.holdout_pairs`, the share ``dmh tune``
 holds out) and, in the held-out pair search (:func:`dmh.heldout.search`), fits the same DMH twice on
 the rest, once on every object and once on the pairs alone, and asks of each how well the held-out
@@ -39,7 +39,7 @@ from ..data import CrossModalData
 from ..errors import DataError, ParameterError
 from ..heldout import best_mean, holdout_pairs, one_standard_error, search
 
-__all__ = ["UnpairedChoice", "choose", "seed_of"]
+__all__ = ["UnpairedChoice", "choose_unpaired", "seed_of"]
 
 #: the two candidates, as :func:`dmh.heldout.search` names them
 EVERY_OBJECT, PAIRS_ALONE = "every object", "pairs alone"
@@ -78,7 +78,7 @@ def seed_of(random_state) -> int:
     return int(np.random.default_rng().integers(2**31))
 
 
-def choose(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
+def choose_unpaired(model, data: CrossModalData, margin: float = 0.0) -> UnpairedChoice:
     """Whether ``model`` (a DMH, its ``use_unpaired`` aside) should fit ``data`` on every object:
     two candidate fits on ``data`` less its held-out pairs, scored on those pairs; every object only
     where its score is ahead by more than ``margin`` standard errors of the paired difference

@@ -6,7 +6,7 @@ rules) is :mod:`dmh.heldout`, low enough in the package for a method to choose w
 names are importable from here too. This package adds what ``dmh tune`` runs above the evaluation:
 :func:`tune` fits a grid of candidate settings (grid x bits x seeds) in the one cell loop
 (:func:`dmh.evaluation.run_cells`), resumable by each fit's key, and :func:`choose`,
-:func:`summarize` and :func:`rank_correlations` read its records. The *score* used to choose is
+:func:`summarize_candidates` and :func:`rank_correlations` read its records. The *score* used to choose is
 ``score_model(...)["score"]``: the mean reciprocal rank of the true partner, averaged over the two
 directions.
 """
@@ -36,7 +36,7 @@ from ._records import (
     paired_score_difference,
     rank_correlations,
     spearman,
-    summarize,
+    summarize_candidates,
 )
 from ._tune import TUNE, candidate_key, data_ident, fit_key, parse_grid, tune
 
@@ -68,6 +68,6 @@ __all__ = [
     "score_model",
     "search",
     "spearman",
-    "summarize",
+    "summarize_candidates",
     "tune",
 ]

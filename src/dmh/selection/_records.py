@@ -1,5 +1,5 @@
 """The analysis of ``dmh tune``'s records: one row per candidate and bit length
-(:func:`summarize`), the choice by a rule (:func:`choose`), the paired difference of two candidates'
+(:func:`summarize_candidates`), the choice by a rule (:func:`choose`), the paired difference of two candidates'
 held-out pair scores (:func:`paired_score_difference`), the check of the criterion against test MAP
 (:func:`rank_correlations`) and the reading of a results file (:func:`load_records`)."""
 
@@ -15,7 +15,7 @@ from ..errors import DataError
 from ..heldout import Scores, best_mean, mean_and_standard_error
 
 __all__ = ["RecordScores", "choose", "load_records", "paired_score_difference", "rank_correlations", "spearman",
-           "summarize"]
+           "summarize_candidates"]
 
 
 def spearman(x, y) -> float | None:
@@ -29,7 +29,7 @@ def spearman(x, y) -> float | None:
     return float(spearmanr(x, y).statistic)
 
 
-def summarize(records: Sequence[dict]) -> list[dict]:
+def summarize_candidates(records: Sequence[dict]) -> list[dict]:
     """One row per (candidate, bits): the mean label-free score over seeds (and the mean test MAP
     where recorded, for reports only)."""
     groups: dict = {}
@@ -119,7 +119,7 @@ def paired_score_difference(records: Sequence[dict], a: str, b: str) -> dict | N
 def rank_correlations(records: Sequence[dict]) -> list[dict]:
     """Validation of the criterion: per (bits, paired ratio), the Spearman correlation over candidates
     between the mean label-free score and the mean test MAP (records made with ``test_map=True``)."""
-    rows = summarize(records)
+    rows = summarize_candidates(records)
     out = []
     for key in sorted({(r["n_bits"], r["paired_ratio"]) for r in rows}):
         sel = [r for r in rows if (r["n_bits"], r["paired_ratio"]) == key and "test_map" in r]
