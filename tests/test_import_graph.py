@@ -151,7 +151,7 @@ LAYERS: list[list[str]] = [
     ["_threads"],
     ["data", "io", "datasets", "_featurizers", "featurizer_spec", "featurize"],
     ["_keys", "registry", "base"],
-    ["hamming", "metrics"],
+    ["hamming", "_ranking", "metrics"],
     ["heldout"],
     ["methods", "baselines", "peers", "blocks"],
     ["testing"],
