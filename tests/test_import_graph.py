@@ -156,7 +156,7 @@ LAYERS: list[list[str]] = [
     ["methods", "baselines", "peers", "blocks"],
     ["testing"],
     ["rerank", "code_files", "index", "distributed", "store"],
-    ["_workers", "records", "evaluation"],
+    ["_workers", "records", "_scoring", "_cell_keys", "_cell_loop", "evaluation"],
     ["selection", "diagnostics"],
     ["report", "plots"],
     ["experiments"],

@@ -53,7 +53,7 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
 from . import cle_gram
-from .cle_solver import (  # noqa: F401 - CLE's Y-step, importable from here as before
+from .cle_solver import (  # noqa: F401 - CLE's Y-step
     CG_BLOCK_ROWS,
     LOWP_CG_TOL,
     ROTATE_MIN_LAM,
