@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dmh import metrics
+from dmh import _ranking
 from dmh.metrics import (
     average_precisions,
     average_precisions_tie_aware,
@@ -83,7 +83,7 @@ def test_hamming_and_relevance_match_naive(case):
     expect = np.array([[np.sum(a != b) for b in d] for a in q])
     np.testing.assert_array_equal(hamming_distance(q, d), expect)
     np.testing.assert_array_equal(relevance(ql, dl), naive_rel(ql, dl))
-    np.testing.assert_array_equal(metrics._Relevance(ql, dl)(0, len(ql)), naive_rel(ql, dl))
+    np.testing.assert_array_equal(_ranking._Relevance(ql, dl)(0, len(ql)), naive_rel(ql, dl))
 
 
 @pytest.mark.parametrize("top_k", [None, 1, 5, 17, 1000])
@@ -312,7 +312,7 @@ def test_bad_input_names_the_problem(call, message):
 def test_memory_bound_chunking_gives_same_result(monkeypatch):
     q, d, ql, dl = make_case(3, n_q=20, n_d=200, n_bits=6, multi_hot=True)
     full = evaluate_retrieval(q, d, ql, dl, top_k=(10,), topn=(5, 50))
-    monkeypatch.setattr(metrics, "_PAIR_BUDGET", 200)  # one query per chunk
+    monkeypatch.setattr(_ranking, "_PAIR_BUDGET", 200)  # one query per chunk
     one = evaluate_retrieval(q, d, ql, dl, top_k=(10,), topn=(5, 50))
     for key in ("map", "map_tie_aware", "map@10", "precision@radius2"):
         assert one[key] == pytest.approx(full[key], rel=1e-12)

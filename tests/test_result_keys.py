@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dmh import _keys, evaluation
+from dmh import _cell_keys, _keys, evaluation
 from dmh.experiments.runner import plan_cells
 from dmh.registry import BUILTIN_METHODS, get_method_class
 
@@ -45,7 +45,8 @@ def fast_full_params(monkeypatch):
     def fast(method, params=None):
         return json.loads(cached(method, json.dumps(params or {}, sort_keys=True)))
 
-    monkeypatch.setattr(evaluation, "full_params", fast)
+    monkeypatch.setattr(evaluation, "full_params", fast)  # where plans look it up
+    monkeypatch.setattr(_cell_keys, "full_params", fast)  # where make_cell looks it up
 
 
 def _planned(folder: Path) -> set[str]:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dmh.methods import cle, cle_gram
+from dmh.methods import cle, cle_gram, cle_solver
 
 
 def _problem(n=60, d1=14, d2=11, frac_paired=0.6, seed=0):
@@ -133,25 +133,25 @@ def test_exact_y_update_solves_the_linear_system(lam, dtype):
 
 
 def _cg_lowp_as_before(A, IW, IWt, lam, rhs, Y, max_iter, tol, diagonal=False):
-    """:func:`cle._cg_lowp` as it was written before its temporaries were trimmed (the reference)."""
+    """:func:`cle_solver._cg_lowp` as it was written before its temporaries were trimmed (the reference)."""
     def op(Y):
         out = Y * A if diagonal else Y @ A
         out += (2.0 * lam) * (IWt @ (IW @ Y))
         return out
 
-    stop = tol * tol * max(cle._sq(rhs), np.finfo(float).tiny)
+    stop = tol * tol * max(cle_solver._sq(rhs), np.finfo(float).tiny)
     R = rhs
     R -= op(Y)
     P = R.copy()
-    rr = cle._sq(R)
+    rr = cle_solver._sq(R)
     for _ in range(max_iter):
         if rr <= stop:
             break
         AP = op(P)
-        alpha = rr / cle._dot(P, AP)
+        alpha = rr / cle_solver._dot(P, AP)
         Y += alpha * P
         R -= alpha * AP
-        rr_new = cle._sq(R)
+        rr_new = cle_solver._sq(R)
         P *= rr_new / rr
         P += R
         rr = rr_new
@@ -167,14 +167,14 @@ def test_float32_y_update_is_bit_for_bit_what_it_was(lam, monkeypatch):
     Zbars, Y = [Z.astype(np.float32) for Z in Zbars], Y.astype(np.float32)
     Zbars[0][:3] = -0.0  # exact (negative) zeros in the right-hand side: sum() makes them +0.0
     got = cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01)
-    monkeypatch.setattr(cle, "CG_BLOCK_ROWS", 64)  # the operator's sparse product by several blocks of rows
+    monkeypatch.setattr(cle_solver, "CG_BLOCK_ROWS", 64)  # the operator's sparse product by several blocks of rows
     assert np.array_equal(cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01).view(np.uint32), got.view(np.uint32))
     Y_own = Y.copy()
     in_place = cle.y_update_exact(Zbars, Qs, Wm, Y_own, lam, 0.01, overwrite=True)
     assert np.array_equal(in_place.view(np.uint32), got.view(np.uint32))
     assert (in_place is Y_own) == (lam < cle.ROTATE_MIN_LAM)  # the plain iteration updates Y0 in place
-    monkeypatch.setattr(cle, "_cg_lowp", _cg_lowp_as_before)
-    monkeypatch.setattr(cle, "_sum_products", lambda Zs, Qs: sum(Z @ Q for Z, Q in zip(Zs, Qs, strict=True)))
+    monkeypatch.setattr(cle_solver, "_cg_lowp", _cg_lowp_as_before)
+    monkeypatch.setattr(cle_solver, "_sum_products", lambda Zs, Qs: sum(Z @ Q for Z, Q in zip(Zs, Qs, strict=True)))
     want = cle.y_update_exact(Zbars, Qs, Wm, Y, lam, 0.01)
     assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
