@@ -32,10 +32,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import dmh
-    from dmh.collection import AUTO_HOLDOUT, collection_features
+    from dmh.app.collection import AUTO_HOLDOUT, collection_features
+    from dmh.app.rerank import reranked_pair_scores
     from dmh.peers import CPU_SETTINGS
     from dmh.registry import get_method_class
-    from dmh.rerank import reranked_pair_scores
     from dmh.selection import holdout_pairs, score_model
 
     dmh.set_threads(1)

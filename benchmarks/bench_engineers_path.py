@@ -180,7 +180,7 @@ def precision(labels_of_hits: list[list[int]], query_labels: list[int]) -> float
 
 
 def quality(col_path: Path, split: dict, query_features: np.ndarray, label_of_row: dict) -> dict:
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
 
     col = Collection(col_path)
 
@@ -225,7 +225,7 @@ def quality(col_path: Path, split: dict, query_features: np.ndarray, label_of_ro
 
 def query_photo_features(col_path: Path, split: dict, cache: Path) -> np.ndarray:
     """Features of the held-out photos with the collection's image featurizer (computed once)."""
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
 
     spec = Collection(col_path).model.featurizer_
     key = json.dumps(spec.image, sort_keys=True)
@@ -244,7 +244,7 @@ def _median_ms(values) -> float | None:
 
 
 def latency_api(col_path: Path, texts: list[str], photos: list[Path]) -> dict:
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
 
     col = Collection(col_path)
     col.warm()

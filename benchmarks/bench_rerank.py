@@ -7,7 +7,7 @@
 
 **quality** searches collections that ``benchmarks/bench_engineers_path.py`` built (same
 ``--workdir``, ``--data``, ``--seed`` and bits: it finds them there, with the queries and their
-split), through :class:`dmh.collection.Collection` as a user does, by Hamming distance alone and
+split), through :class:`dmh.app.collection.Collection` as a user does, by Hamming distance alone and
 re-ranked with each oversampling factor: precision@10 of the product type, words -> photos and
 photo -> captions, and partner recall@10 (each uncaptioned photo's withheld title must find that
 very photo), as bench_engineers_path.py defines them. Beside them, why the codes alone miss: for
@@ -69,7 +69,7 @@ def measure(col_path, *, text_queries, text_labels, image_query_features, image_
     featurizer) as queries for captions; ``partner_texts`` / ``partner_ids``: texts whose own
     photo (item id) must be found; ``label_of_item``: item id -> label (read only to score).
     """
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
 
     col_path = Path(col_path)
     settings = [("hamming", False, 10)] + [(f"rerank x{o}", True, o) for o in oversamples]
@@ -101,7 +101,7 @@ def measure(col_path, *, text_queries, text_labels, image_query_features, image_
 def _ties(col_path, q, partner_ids) -> dict:
     """For the partner queries: photos at or within the 10th answer's Hamming distance, and where
     the photo sought stands."""
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
     from dmh.metrics import hamming_distance
 
     col = Collection(col_path, rerank=False)
@@ -120,8 +120,8 @@ def _ties(col_path, q, partner_ids) -> dict:
 def _float16_agreement(col_path, *encoded) -> dict | None:
     """The share of queries whose re-ranked top 10 (oversample 10) is the same list with the
     stored float16 values as with float32 values of the features."""
-    from dmh.collection import Collection, collection_features
-    from dmh.rerank import cosine_to, rerank_order
+    from dmh.app.collection import Collection, collection_features
+    from dmh.app.rerank import cosine_to, rerank_order
 
     col = Collection(col_path, rerank=True)
     if not col.reranks:
@@ -166,7 +166,7 @@ def quality_main(args) -> dict:
     result = {"benchmark": "rerank_quality", "command": "python benchmarks/bench_rerank.py " + " ".join(args.argv),
               "date": datetime.datetime.now().isoformat(timespec="seconds"), "data": str(data), "n_bits": args.bits,
               "collections": {}}
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
 
     for name in names:
         col = Collection(base / name, rerank=False)
@@ -203,10 +203,10 @@ def quality_table(result: dict) -> str:
 def _synthetic_collection(n: int, n_bits: int, seed: int):
     """A :class:`Collection` over ``n`` synthetic items (photos and captions alike: random values
     and their signs), with a numpy-free model stand-in; only the search step is exercised."""
+    from dmh.app.collection import Collection
     from dmh.base import sign_codes
-    from dmh.collection import Collection
+    from dmh.code_files import compact_values
     from dmh.index import HammingIndex
-    from dmh.rerank import compact_values
 
     rng = np.random.default_rng(seed)
     col = Collection.__new__(Collection)

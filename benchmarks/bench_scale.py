@@ -8,13 +8,13 @@ Three measurements, each a ratio of two contenders timed in the same run (altern
 
 * **featurize**: image files -> EfficientNet-Lite0 features (decode, resize, CNN), images/s.
   A: one process, :func:`dmh.featurize.image_features` (batches of 16, torch on 1 thread).
-  B: a local Ray runtime with 2 CPUs, :func:`dmh.distributed.ray_image_features` (2 actors of 1
+  B: a local Ray runtime with 2 CPUs, :func:`dmh.app.distributed.ray_image_features` (2 actors of 1
   CPU, batches of 16). B's runtime is started once before the timed runs; its start-up and the
   actors' (model load) are reported apart. ``--images`` synthetic 128 px shape photos.
 * **encode**: ``--rows`` synthetic 128-d feature rows -> 64-bit DMH codes -> a Hamming index.
   The model: DMH fitted on 2,000 rows of the same distribution (reduced: 1 round, hidden layer 1024,
   2 DAM epochs; the hash networks' cost per row is what matters here). A: ``model.encode`` +
-  ``HammingIndex.add`` in one process. B: :func:`dmh.distributed.encode_to_shards` on local Ray
+  ``HammingIndex.add`` in one process. B: :func:`dmh.app.distributed.encode_to_shards` on local Ray
   (2 actors, batches of 8192, shards of 65,536 rows) + :func:`read_code_shards` +
   ``HammingIndex.add``. Rows/s, end to end.
 * **query**: ``--codes`` random 64-bit codes (ids 0..n-1) in ``HammingIndex`` (faiss backend) and
@@ -50,8 +50,8 @@ def _median(xs):
 
 
 def bench_featurize(n_images: int, repeats: int, work: Path) -> dict:
+    from dmh.app.distributed import RayOptions, ray_image_features, ray_session
     from dmh.datasets.shapes import make_shapes
-    from dmh.distributed import RayOptions, ray_image_features, ray_session
     from dmh.featurize import EfficientNetLite0Encoder, image_features
 
     folder, _ = make_shapes(work / "photos", n_images, size=128)
@@ -102,7 +102,7 @@ def _fit_model(path: Path, dim: int, rng):
 def bench_encode(n_rows: int, repeats: int, work: Path) -> dict:
     import shutil
 
-    from dmh.distributed import RayOptions, encode_to_shards, ray_session, read_code_shards
+    from dmh.app.distributed import RayOptions, encode_to_shards, ray_session, read_code_shards
     from dmh.index import HammingIndex, pack_codes
 
     rng = np.random.default_rng(0)
@@ -152,8 +152,8 @@ def bench_encode(n_rows: int, repeats: int, work: Path) -> dict:
 
 
 def bench_query(n_codes: int, work: Path, n_queries: int = 200, k: int = 10) -> dict:
+    from dmh.app.store.milvus import MilvusCodeStore
     from dmh.index import HammingIndex
-    from dmh.store.milvus import MilvusCodeStore
 
     rng = np.random.default_rng(1)
     codes = rng.integers(0, 256, (n_codes, 8), dtype=np.uint8)

@@ -73,7 +73,7 @@ WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "po", "ra", "si", "tu", "ve
 
 
 def make_collection(workdir: Path, n_items: int, seed: int = 0) -> Path:
-    from dmh.collection import build_collection, is_collection
+    from dmh.app.collection import build_collection, is_collection
     from dmh.datasets.shapes import COLOURS, PLACES, SHAPES, draw_shape
 
     col = workdir / f"col-{n_items}"

@@ -186,7 +186,7 @@ def build_shapes_collection(root: Path, n: int = 48, **kwargs) -> Path:
     photo), CVH 16 bits on pixels-16 image features: seconds to build."""
     import os
 
-    from dmh.collection import build_collection
+    from dmh.app.collection import build_collection
     from dmh.datasets.shapes import make_shapes
 
     photos, captions = make_shapes(root / "photos", n, caption_ratio=0.75, extra_captions=4)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dmh.collection import Collection, CollectionError, add_to_collection, read_captions
+from dmh.app.collection import Collection, CollectionError, add_to_collection, read_captions
 
 from .conftest import build_shapes_collection, import_or_skip
 
@@ -31,7 +31,7 @@ def test_build_manifest_and_indexes(shapes_collection):
 def test_raw_query_equals_features_path(shapes_collection):
     """A caption typed as a query is encoded exactly as its stored features were; a photo given
     by path likewise, so each finds itself at distance 0."""
-    from dmh.collection import load_features
+    from dmh.app.collection import load_features
 
     col = Collection(shapes_collection)
     data, spec, ids = load_features(shapes_collection / "features.npz")
@@ -89,7 +89,7 @@ def test_resume_skips_finished_stages(tmp_path):
     items = [{"image": it["image"], "caption": None} for it in Collection(col).items if it["image"]]
     work = tmp_path / "work"
     work.mkdir()
-    from dmh.collection import image_features_chunked
+    from dmh.app.collection import image_features_chunked
 
     first, ok, rows, _ = image_features_chunked(items, spec, work, 16, False)
     chunk = next(work.iterdir())
@@ -106,7 +106,7 @@ def test_resume_skips_finished_stages(tmp_path):
 
 
 def test_add_encodes_only_new_items(tmp_path, monkeypatch):
-    import dmh.collection._codes as codes_mod
+    import dmh.app.collection._codes as codes_mod
     from dmh.datasets.shapes import make_shapes
 
     col_path = build_shapes_collection(tmp_path, n=24)
@@ -141,8 +141,8 @@ def test_add_encodes_only_new_items(tmp_path, monkeypatch):
                for h in after.search_image(new_item["image"], k=5))
     # adding the same folder again adds nothing; the features file holds the new rows too
     assert add_to_collection(col_path, more, progress=False, log=lambda m: None) == 0
-    from dmh.collection import load_features
-    from dmh.collection._files import read_current
+    from dmh.app.collection import load_features
+    from dmh.app.collection._files import read_current
 
     data, _, ids = load_features(read_current(col_path)[1].features)
     assert ids.tolist() == [it["id"] for it in after.items]
@@ -252,7 +252,7 @@ def test_efficientnet_raw_query_equals_stored_codes(tmp_path):
     exactly the codes stored for them (same preprocessing, same network). Other batches move the
     float32 features by rounding only (a bit whose projection is that close to 0 can flip)."""
     import_or_skip("efficientnet_lite_pytorch", "images")
-    from dmh.collection import load_features
+    from dmh.app.collection import load_features
     from dmh.index import load_codes
 
     col_path = build_shapes_collection(tmp_path, n=16, image_model="efficientnet-lite0", n_bits=8)
@@ -317,7 +317,7 @@ def test_minilm_reads_every_word(tmp_path):
 def test_collection_features_reads_the_stored_features_back_by_item(shapes_collection, tmp_path):
     """48 photos, 3 in 4 captioned, 4 captions alone: one row per item, each modality observed
     where the item has it, the rows in the order of the item ids."""
-    from dmh.collection import AUTO_HOLDOUT, collection_features
+    from dmh.app.collection import AUTO_HOLDOUT, collection_features
 
     data, ids = collection_features(shapes_collection)
     assert data.n_objects == len(ids) == 52 and list(ids) == sorted(ids)

@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
+from dmh.app.collection import Collection, CollectionError, build_collection
+from dmh.app.collection import _auto as auto_module
 from dmh.cli import main
-from dmh.collection import Collection, CollectionError, build_collection
-from dmh.collection import _auto as auto_module
 from dmh.errors import DataError
 from dmh.index import load_codes
 

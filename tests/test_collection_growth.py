@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dmh.collection import Collection, add_to_collection
-from dmh.collection._files import _read_current_state
+from dmh.app.collection import Collection, add_to_collection
+from dmh.app.collection._files import _read_current_state
 from dmh.datasets.shapes import make_shapes
 from dmh.errors import OutputError
 
@@ -29,7 +29,7 @@ from .conftest import import_or_skip
 #: or a writer and queries overlap in a known order however slow the machine is
 CHILD = r"""
 import os, pathlib, signal, sys, time
-import dmh.collection._build as build
+import dmh.app.collection._build as build
 steps, action = sys.argv[1].split(","), sys.argv[2]
 def checkpoint(name):
     if name in steps:
@@ -167,8 +167,8 @@ def check_consistent(path: Path, contiguous: bool = False) -> list[dict]:
     the listed items only), the indexes with the codes, the stored values with the codes; listed
     photos have a thumbnail. ``contiguous``: the ids are 0..n-1 (nothing was ever removed). Returns
     the items."""
-    from dmh.collection import load_features
-    from dmh.collection._search import _index_matches
+    from dmh.app.collection import load_features
+    from dmh.app.collection._search import _index_matches
     from dmh.index import HammingIndex, load_codes
 
     items, P, generation, next_id = _read_current_state(path)
@@ -216,8 +216,8 @@ def test_two_adds_at_once_keep_every_item(shapes_collection, tmp_path):
 
 
 def test_a_held_collection_is_refused_in_one_line_naming_the_holder(shapes_collection, tmp_path, capsys):
+    from dmh.app.collection._build import _writer_lock
     from dmh.cli import main
-    from dmh.collection._build import _writer_lock
 
     col = _copy(shapes_collection, tmp_path / "col")
     photos, captions = _more(tmp_path / "more", 2, seed=3)
@@ -332,7 +332,7 @@ def test_the_server_follows_an_add_and_answers_old_or_new(shapes_collection, tmp
     the new items are served once the add has finished, without a restart."""
     import_or_skip("starlette", "serve")
 
-    from dmh.server import BackgroundServer, create_app
+    from dmh.app.server import BackgroundServer, create_app
 
     col = _copy(shapes_collection, tmp_path / "col")
     photos, captions = _more(tmp_path / "more", 6, seed=10)

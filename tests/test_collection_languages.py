@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from dmh.collection import Collection
+from dmh.app.collection import Collection
 
 from .conftest import import_or_skip
 
@@ -28,7 +28,7 @@ def _zh(caption: str) -> str:
 
 
 def _build(root, **kwargs):
-    from dmh.collection import build_collection
+    from dmh.app.collection import build_collection
     from dmh.datasets.shapes import make_shapes
 
     photos, captions = make_shapes(root / "photos", 32, caption_ratio=0.75, extra_captions=4)

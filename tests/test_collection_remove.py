@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from dmh.app.collection import Collection, add_to_collection, remove_from_collection, set_captions
+from dmh.app.collection._files import _read_current_state
 from dmh.cli import main
-from dmh.collection import Collection, add_to_collection, remove_from_collection, set_captions
-from dmh.collection._files import _read_current_state
 from dmh.errors import CollectionError, OutputError, UnknownItemError
 
 from .conftest import import_or_skip
@@ -109,7 +109,7 @@ def test_bad_items_are_refused_in_one_line_and_nothing_is_written(shapes_collect
     with pytest.raises(CollectionError, match="ids: item ids are integers"):
         remove_from_collection(col, ids=["1"], log=_quiet)
     # a collection being written: refused at once with --wait 0, naming the holder
-    from dmh.collection._build import _writer_lock
+    from dmh.app.collection._build import _writer_lock
 
     with _writer_lock(col, 0, None):
         assert "being written by another dmh run" in error("remove", str(col), "1", "--wait", "0")
@@ -233,7 +233,7 @@ def test_the_server_stops_answering_with_removed_items(shapes_collection, tmp_pa
     import urllib.error
     import urllib.request
 
-    from dmh.server import BackgroundServer, create_app
+    from dmh.app.server import BackgroundServer, create_app
 
     col = _copy(shapes_collection, tmp_path / "col")
     gone = [0, 3, 5, 11]

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from dmh import distributed as dist
+from dmh.app import distributed as dist
 from dmh.errors import OutputError
 from dmh.featurize import MissingExtraError
 from dmh.index import HammingIndex, pack_codes
@@ -203,7 +203,7 @@ def test_collection_built_and_added_on_ray_equals_plain(ray_runtime, tmp_path):
     The plain build is made here, in this process at this thread count, not taken from the session's
     shared collection: the toy's CVH fit (36 pairs, 768-d pixels) is so ill-posed that its ridge
     choice moves with the BLAS thread count, and same codes are promised per thread count only."""
-    from dmh.collection import Collection, add_to_collection
+    from dmh.app.collection import Collection, add_to_collection
     from dmh.datasets.shapes import make_shapes
     from dmh.index import load_codes
 

@@ -155,12 +155,12 @@ LAYERS: list[list[str]] = [
     ["heldout"],
     ["methods", "baselines", "peers", "blocks"],
     ["testing"],
-    ["rerank", "code_files", "index", "distributed", "store"],
+    ["code_files", "index"],
     ["_workers", "records", "_scoring", "_cell_keys", "_cell_loop", "evaluation"],
     ["selection", "diagnostics"],
     ["report", "plots"],
     ["experiments"],
-    ["collection", "server"],
+    ["app"],
     ["cli"],
 ]
 

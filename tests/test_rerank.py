@@ -1,4 +1,4 @@
-"""Re-ranking Hamming candidates by the stored real values (:mod:`dmh.rerank`): the ordering, the
+"""Re-ranking Hamming candidates by the stored real values (:mod:`dmh.app.rerank`): the ordering, the
 held-out pair score that decides it, and collections that re-rank, were built before values were
 kept, or grow."""
 
@@ -10,10 +10,11 @@ import shutil
 import numpy as np
 import pytest
 
-from dmh.collection import Collection, CollectionError, add_to_collection
+from dmh.app.collection import Collection, CollectionError, add_to_collection
+from dmh.app.rerank import cosine_to, rerank_order, reranked_pair_scores
+from dmh.code_files import compact_values
 from dmh.errors import DataError
 from dmh.index import load_codes, save_codes
-from dmh.rerank import compact_values, cosine_to, rerank_order, reranked_pair_scores
 
 
 def _ordered_naively(query, hits, values_of):
@@ -84,7 +85,7 @@ def test_collection_reranks_as_brute_force_among_its_candidates(shapes_collectio
     codes, ids, values = load_codes(shapes_collection / "image_codes.npz", with_values=True)
     assert values is not None and values.dtype == np.float16 and values.shape == codes.shape
     # the stored values are the model's projections of the stored features (sign = code)
-    from dmh.collection import load_features
+    from dmh.app.collection import load_features
 
     data, _, fids = load_features(shapes_collection / "features.npz")
     row = {int(i): r for r, i in enumerate(fids)}

@@ -160,7 +160,7 @@ def test_a_thai_bag_of_words_names_its_extra_when_pythainlp_is_missing(monkeypat
 def test_a_collection_built_before_reads_queries_with_its_token_pattern(shapes_collection):
     """A collection whose model holds a spec as the old code wrote it reads a query as it was
     built: scikit-learn's words (a run of Han characters is one word), not the new terms."""
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
 
     col = Collection(shapes_collection)
     old = json.loads(json.dumps(OLD_SPEC))

@@ -3,8 +3,8 @@ written atomically by :func:`save_codes` and read back, checked, by :func:`load_
 also importable from :mod:`dmh.index`.
 
 A code file may also hold ``values``: the real values whose signs are the codes, one float16 row of
-unit length per code (:func:`dmh.rerank.compact_values`), which a search re-ranks its Hamming
-candidates by. Files without them (``dmh encode``'s, or a collection's from before) are read as
+unit length per code (:func:`compact_values`), which a search re-ranks its Hamming candidates by
+(:mod:`dmh.app.rerank`). Files without them (``dmh encode``'s, or a collection's from before) are read as
 before; ``load_codes(path, with_values=True)`` then gives ``None`` for them."""
 
 from __future__ import annotations
@@ -19,15 +19,32 @@ from ._atomic import atomic_path
 from .errors import CodesFileError, DataError, DmhError
 from .hamming import check_pm1 as _check_pm1
 
-__all__ = ["CODES_FORMAT_VERSION", "load_codes", "save_codes"]
+__all__ = ["CODES_FORMAT_VERSION", "compact_values", "load_codes", "save_codes"]
 
 CODES_FORMAT_VERSION = 1
+
+
+def compact_values(values) -> np.ndarray:
+    """The rows of ``values`` (n, n_bits) scaled to unit length, as float16 (a row of zeros stays
+    zero). Non-finite values are a :class:`~dmh.errors.DataError`. A float16 array is taken as
+    already compact and returned as it is (so rows kept once never drift when written again)."""
+    if isinstance(values, np.ndarray) and values.dtype == np.float16 and values.ndim == 2:
+        if not np.isfinite(values).all():
+            raise DataError("values hold NaN or infinite entries")
+        return values
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2:
+        raise DataError(f"values must be 2-dimensional (n, n_bits), got shape {v.shape}")
+    if not np.isfinite(v).all():
+        raise DataError("values hold NaN or infinite entries")
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return (v / np.where(norms > 0, norms, 1.0)).astype(np.float16)
 
 
 def save_codes(path, codes, ids=None, *, modality: str | None = None, values=None) -> Path:
     """Write ``{-1,+1}`` codes (int8 ``codes``) and their ``ids`` (int64; default ``0..n-1``) to an
     ``.npz`` file, atomically; with ``values`` (the real values whose signs are the codes, shape of
-    ``codes``), also those, as :func:`dmh.rerank.compact_values` keeps them."""
+    ``codes``), also those, as :func:`compact_values` keeps them."""
     arr = _check_pm1(codes, "codes").astype(np.int8)
     ids = (
         np.arange(arr.shape[0], dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
@@ -36,8 +53,6 @@ def save_codes(path, codes, ids=None, *, modality: str | None = None, values=Non
         raise DataError(f"ids must have shape ({arr.shape[0]},), got {ids.shape}")
     extra = {}
     if values is not None:
-        from .rerank import compact_values
-
         if np.shape(values) != arr.shape:
             raise DataError(f"values must have the shape of the codes {arr.shape}, got {np.shape(values)}")
         extra["values"] = compact_values(values)

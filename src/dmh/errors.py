@@ -143,7 +143,7 @@ class OutputError(DmhError):
 
 
 class CollectionError(DmhError):
-    """Bad input to a collection command (:mod:`dmh.collection`): photos folder, captions file,
+    """Bad input to a collection command (:mod:`dmh.app.collection`): photos folder, captions file,
     query, or build settings."""
 
 

@@ -144,7 +144,7 @@ def build_collections(root: Path) -> None:
     captions files the collection cases use, and damaged copies of the collection."""
     import shutil
 
-    from dmh.collection import build_collection
+    from dmh.app.collection import build_collection
     from dmh.datasets.shapes import draw_shape, make_shapes
 
     photos, captions = make_shapes(root / "photos", 24, caption_ratio=0.75, extra_captions=2)

@@ -13,8 +13,8 @@ import socket
 
 import pytest
 
+from dmh.app.collection import Collection, add_to_collection
 from dmh.cli import main
-from dmh.collection import Collection, add_to_collection
 
 from ..conftest import import_or_skip, skip_unless
 
@@ -111,7 +111,7 @@ def test_collection_commands_refuse_bad_input_in_one_line(root, shapes_collectio
 
 
 def test_build_checks_its_output_before_any_work(shapes_collection, tmp_path, capsys, monkeypatch):
-    import dmh.collection._build as collection
+    import dmh.app.collection._build as collection
 
     monkeypatch.setattr(collection, "scan_inputs", lambda *a, **k: pytest.fail("scanned before checking -o"))
     photos, captions = shapes_collection.parent / "photos", shapes_collection.parent / "captions.csv"
@@ -168,7 +168,7 @@ def test_an_interrupted_add_leaves_the_collection_as_it_was(shapes_collection, t
     """add rewrites features, codes and indexes first and the manifest last: stopped before the
     manifest, the collection searches only its listed items, and the next add makes fresh
     thumbnails for the ids it reuses."""
-    import dmh.collection._build as collection
+    import dmh.app.collection._add as collection
     from dmh.datasets.shapes import make_shapes
 
     col_path = tmp_path / "col"

@@ -1,6 +1,8 @@
 """DMH as a composition: one slot per stage, each a component with its own settings, and the flat
 keywords every earlier model, config and result cell uses mapped onto the same components."""
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -9,7 +11,7 @@ from dmh import DMH, load_model
 from dmh.errors import ParameterError
 from dmh.evaluation import full_params
 from dmh.methods.dmh import FLAT_DEFAULTS, NESTED
-from dmh.methods.dmh_parts import LLE, Clip, Network, Perplexity, Ridge, SparseRidge, Zero
+from dmh.methods.dmh_parts import LLE, SIMILARITIES, Clip, Network, Perplexity, Ridge, SparseRidge, Zero
 from dmh.methods.dmh_stages import CLE, DAM, GBE, PCA
 
 TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, random_state=0)
@@ -71,8 +73,9 @@ def test_nested_names_set_the_flat_ones():
 def test_bad_settings_are_one_line_errors_naming_them():
     with pytest.raises(ParameterError, match="GBE: lr must be a finite number"):
         GBE(lr=-1.0).check()
+    classes = ", ".join(k.__name__ for k in SIMILARITIES.values())  # a similarity added is named there too
     with pytest.raises(ParameterError, match="GBE.similarity must be one of .* or an object of one of their "
-                       "classes \\(Clip, Shift, Raw, Perplexity\\), got 'cos'"):
+                       + re.escape(f"classes ({classes}), got 'cos'")):
         GBE(similarity="cos").check()
 
     class Mine(Perplexity):  # not a registered class: refused, not silently fitted as Perplexity

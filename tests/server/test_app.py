@@ -16,7 +16,7 @@ import_or_skip("httpx", "test", "httpx (Starlette's test client) is not installe
 def client(shapes_collection):
     from starlette.testclient import TestClient
 
-    from dmh.server import Limits, create_app
+    from dmh.app.server import Limits, create_app
 
     app = create_app(shapes_collection, Limits(max_upload_bytes=200_000, max_k=30, max_query_chars=50))
     with TestClient(app) as c:
@@ -39,7 +39,7 @@ def test_info(client):
 
 
 def test_text_search_matches_library(client, shapes_collection):
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
 
     col = Collection(shapes_collection)
     for target in ("images", "texts"):
@@ -74,7 +74,7 @@ def test_any_unicode_query_gets_an_answer_or_a_one_line_note(client, q):
 
 
 def test_image_upload_raw_and_multipart(client, shapes_collection):
-    from dmh.collection import Collection
+    from dmh.app.collection import Collection
 
     data = (shapes_collection.parent / "query.png").read_bytes()
     raw = client.post("/api/search/image?k=5", content=data, headers={"Content-Type": "image/png"})
@@ -153,10 +153,10 @@ def test_missing_serve_extra_names_the_install(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a))
-    for mod in ("dmh.server", "dmh.server.app"):
+    for mod in ("dmh.app.server", "dmh.app.server.app"):
         monkeypatch.delitem(sys.modules, mod, raising=False)
     with pytest.raises(MissingExtraError, match=r'pip install "dmh\[serve\]"'):
-        importlib.import_module("dmh.server")
+        importlib.import_module("dmh.app.server")
 
 
 def test_cli_serve_on_a_missing_collection(tmp_path, capsys):

@@ -17,7 +17,7 @@ import_or_skip("httpx", "test", "httpx (Starlette's test client) is not installe
 def client(shapes_collection):
     from starlette.testclient import TestClient
 
-    from dmh.server import Limits, create_app
+    from dmh.app.server import Limits, create_app
 
     app = create_app(shapes_collection, Limits(max_upload_bytes=200_000, max_k=30, max_query_chars=50))
     with TestClient(app, raise_server_exceptions=False) as c:
@@ -86,8 +86,8 @@ def test_a_photo_gone_from_disk_is_a_404_not_a_500(shapes_collection, tmp_path):
     thumbnail to make and no photo to send."""
     from starlette.testclient import TestClient
 
-    from dmh.collection import Collection
-    from dmh.server import create_app
+    from dmh.app.collection import Collection
+    from dmh.app.server import create_app
 
     col_path = tmp_path / "col"
     shutil.copytree(shapes_collection, col_path, ignore=shutil.ignore_patterns("thumbs"))
@@ -107,8 +107,8 @@ def test_a_photo_gone_from_disk_is_a_404_not_a_500(shapes_collection, tmp_path):
 def test_a_bad_host_or_a_port_in_use_is_refused_before_loading(shapes_collection):
     import socket
 
+    from dmh.app.server.app import _check_listen
     from dmh.errors import ParameterError
-    from dmh.server.app import _check_listen
 
     with pytest.raises(ParameterError, match="^host: cannot use"):
         _check_listen("256.256.256.256", 0)

@@ -170,7 +170,7 @@ def _drive(driver, url, query, upload: Path, k=12):
 
 
 def test_page_on_generated_shapes(browser, shapes_collection):
-    from dmh.server import BackgroundServer, create_app
+    from dmh.app.server import BackgroundServer, create_app
 
     with BackgroundServer(create_app(shapes_collection)) as srv:
         _drive(browser, srv.url, "a red circle", Path(shapes_collection).parent / "query.png", k=12)
@@ -180,7 +180,7 @@ def test_address_keeps_the_search_and_unknown_words_are_named(browser, shapes_co
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from dmh.server import BackgroundServer, create_app
+    from dmh.app.server import BackgroundServer, create_app
 
     def ids():
         _wait_done(browser)
@@ -219,8 +219,8 @@ def test_page_on_fashion_photos(browser, tmp_path):
     """237 real product photos (every 11th of the 2600, all 26 product types), titles kept for 4
     in 5 of them (semi-paired); a small DMH fit (1 round) keeps the build to about a minute."""
     import_or_skip("efficientnet_lite_pytorch", "images")
-    from dmh.collection import build_collection
-    from dmh.server import BackgroundServer, create_app
+    from dmh.app.collection import build_collection
+    from dmh.app.server import BackgroundServer, create_app
 
     rows = [json.loads(line) for line in (FASHION / "texts.jsonl").read_text().splitlines()][::11]
     photos = tmp_path / "photos"

@@ -30,7 +30,7 @@ def bench():
 
 
 def test_load_and_hostile_clients(bench, shapes_collection):
-    from dmh.server import BackgroundServer, Limits, create_app
+    from dmh.app.server import BackgroundServer, Limits, create_app
 
     limits = Limits(max_upload_bytes=600_000, upload_timeout=1.5, header_timeout=1.0)
     photos = bench.upload_photos(2)

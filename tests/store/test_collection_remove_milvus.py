@@ -24,8 +24,8 @@ class _Killed(Exception):
 
 
 def test_remove_and_caption_in_milvus_answer_as_local(tmp_path, shapes_collection, monkeypatch):
-    import dmh.collection._build as build
-    from dmh.collection import Collection, remove_from_collection, set_captions
+    import dmh.app.collection._build as build
+    from dmh.app.collection import Collection, remove_from_collection, set_captions
 
     from ..conftest import build_shapes_collection
 

@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 import pytest
 
+from dmh.app.store import parse_store
 from dmh.index import HammingIndex
-from dmh.store import parse_store
 
 from ..conftest import import_or_skip, needs
 
@@ -18,8 +18,8 @@ try:
 except Exception as exc:  # pragma: no cover - depends on the install
     needs("milvus", f"milvus-lite not importable ({exc}); pip install -e '.[milvus]'")
 
-from dmh.store import milvus as store_mod  # noqa: E402
-from dmh.store.milvus import MilvusCodeStore  # noqa: E402
+from dmh.app.store import milvus as store_mod  # noqa: E402
+from dmh.app.store.milvus import MilvusCodeStore  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_collection_in_milvus_answers_as_local(tmp_path, shapes_collection):
     the served API answer exactly as the collection with local index files."""
     import shutil
 
-    from dmh.collection import Collection, add_to_collection
+    from dmh.app.collection import Collection, add_to_collection
     from dmh.datasets.shapes import make_shapes
 
     from ..conftest import build_shapes_collection
@@ -186,7 +186,7 @@ def test_collection_in_milvus_answers_as_local(tmp_path, shapes_collection):
     import_or_skip("httpx", "test")
     from starlette.testclient import TestClient
 
-    from dmh.server import create_app
+    from dmh.app.server import create_app
 
     with TestClient(create_app(col_m)) as client:
         body = client.get("/api/search", params={"q": "a red circle", "k": 15}).json()

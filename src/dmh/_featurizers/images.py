@@ -84,7 +84,7 @@ def load_image(path) -> np.ndarray:
         return _preprocess(im, own=True)
 
 
-_load_image = load_image  # the name dmh.distributed imports
+_load_image = load_image  # the name dmh.app.distributed imports
 
 
 # ---------------------------------------------------------------------------------------- encoder

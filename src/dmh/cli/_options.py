@@ -265,8 +265,8 @@ RAY_TUNING = ("ray_batch_size", "ray_cpus", "ray_gpus", "ray_concurrency")
 
 
 def ray_settings(address, batch_size, cpus, gpus, concurrency):
-    """The ``--ray`` options as :class:`dmh.distributed.RayOptions`."""
-    from ..distributed import RayOptions
+    """The ``--ray`` options as :class:`dmh.app.distributed.RayOptions`."""
+    from ..app.distributed import RayOptions
 
     return RayOptions(
         address=None if address == "local" else address,

@@ -58,7 +58,7 @@ def _ray(address, batch_size, cpus, gpus, concurrency):
 
         refuse_unused(RAY_TUNING, "without --ray")
         return None
-    from ..distributed import require_ray
+    from ..app.distributed import require_ray
     from ._options import ray_settings
 
     require_ray()
@@ -70,7 +70,7 @@ def _ray_runtime(options):
     ``--ray`` address is refused before a collection file is written; nothing without ``--ray``."""
     if options is None:
         return contextlib.nullcontext()
-    from ..distributed import ray_session
+    from ..app.distributed import ray_session
 
     return ray_session(options)
 
@@ -80,7 +80,7 @@ def _log(msg: str) -> None:
 
 
 def _wait_option(f):
-    from ..collection._build import LOCK_WAIT
+    from ..app.collection._build import LOCK_WAIT
 
     return click.option(
         "--wait", type=click.FloatRange(min=0), default=LOCK_WAIT, show_default=True, metavar="SECONDS",
@@ -137,13 +137,13 @@ def build(photos, captions, output, bits, method, candidates, params, image_mode
     photos, scores it by how well those photos and their captions find each other, and builds with
     the best (fitted again on everything); build.json records every score and the choice.
     """
-    from ..collection import build_collection
+    from ..app.collection import build_collection
 
     if captions is not None and Path(captions).is_dir():
         raise click.BadParameter(f"{captions} is a folder, expected a captions file", param_hint="CAPTIONS")
     if method.strip().lower() == "auto":
         method = "auto"
-        from ..collection._auto import DEFAULT_CANDIDATES
+        from ..app.collection._auto import DEFAULT_CANDIDATES
         from ._options import name_list, parse_params
 
         candidates = name_list(candidates, "--candidates") if candidates is not None else list(DEFAULT_CANDIDATES)
@@ -187,7 +187,7 @@ def add(collection, photos, captions, captions_opt, batch_size, progress, wait, 
     All or nothing: interrupted, the collection stays as it was (rerun the same command to finish;
     the image features already computed are reused). A running dmh serve picks the new items up.
     """
-    from ..collection import add_to_collection
+    from ..app.collection import add_to_collection
 
     if photos is not None and photos.is_file() and captions is None:  # dmh add COL more.csv
         photos, captions = None, photos
@@ -224,7 +224,7 @@ def remove(collection, items, wait):
     collection as it was. The whole item goes (photo and caption); ids are never given again. A
     running dmh serve stops answering with the removed items. The photo files are not touched.
     """
-    from ..collection import remove_from_collection
+    from ..app.collection import remove_from_collection
 
     ids, photos = _item_refs(items)
     with _warnings_to_stderr():
@@ -245,7 +245,7 @@ def caption(collection, item, text, clear, wait):
     caption gets one; --clear drops the caption. All or nothing, like dmh add; a running dmh serve
     answers with the new caption.
     """
-    from ..collection import set_captions
+    from ..app.collection import set_captions
 
     if (text is None) == (not clear):
         raise click.UsageError("give the new caption TEXT, or --clear to drop the caption" if text is None
@@ -279,7 +279,7 @@ def _hits_text(hits, fmt: str, query: dict, extra: dict | None = None) -> str:
 def search_collection(path, text, image, like, k, target, fmt, out, rerank=None):
     """``dmh search COLLECTION ...`` (the command is :func:`dmh.cli.search.search`)."""
     from .._atomic import atomic_write_text, check_writable
-    from ..collection import Collection
+    from ..app.collection import Collection
     from ..errors import CollectionError
 
     given = [v is not None for v in (text, image, like)]
@@ -336,7 +336,7 @@ def serve(collection, host, port, max_upload_mb, max_k, upload_timeout):
 
     Changes to COLLECTION while it is served (dmh add, remove, caption) are served without a restart.
     """
-    from ..server import Limits, run
+    from ..app.server import Limits, run
 
     with _warnings_to_stderr():
         limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_k=max_k,

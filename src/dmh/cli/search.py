@@ -12,9 +12,9 @@
 
 A code file is an ``.npz`` with ``codes`` (int8, {-1,+1}, n x n_bits) and ``ids`` (int64: the data
 rows the codes came from). With ``--ray`` the codes are computed by Ray actors
-(:mod:`dmh.distributed`) and ``--out`` is a folder of Parquet shards, which ``dmh index`` and
+(:mod:`dmh.app.distributed`) and ``--out`` is a folder of Parquet shards, which ``dmh index`` and
 ``dmh search --codes`` read like a code file. ``dmh index --store milvus`` puts the codes in Milvus
-(:mod:`dmh.store.milvus`): ``milvus:codes.db`` a milvus-lite file, ``milvus:http://host:19530`` a
+(:mod:`dmh.app.store.milvus`): ``milvus:codes.db`` a milvus-lite file, ``milvus:http://host:19530`` a
 server (``milvus`` alone: the ``--out`` file, which must end in ``.db``); ``dmh search`` then takes
 ``milvus:URI`` as its INDEX. Search results are ordered by (Hamming distance, id); ``--k`` larger than
 the index returns only the codes there are (the ``-1`` padding of :meth:`HammingIndex.search` is
@@ -89,7 +89,7 @@ def _encode_rows(model_path, data_ref, modality, rows) -> tuple[np.ndarray, np.n
 
 def _read_codes(path) -> tuple[np.ndarray, np.ndarray, int]:
     """A code file or a folder of code shards: (codes, ids, n_bits); codes {-1,+1} or packed uint8."""
-    from ..distributed import is_code_shards, read_code_shards
+    from ..app.distributed import is_code_shards, read_code_shards
     from ..index import load_codes
 
     if Path(path).is_dir():
@@ -103,8 +103,8 @@ def _read_codes(path) -> tuple[np.ndarray, np.ndarray, int]:
 
 def _open_store(spec: str, collection: str, *, n_bits=None, index="flat", out=None):
     """``milvus[:URI]`` -> a MilvusCodeStore (``milvus`` alone: the file ``out``)."""
-    from ..store import parse_store
-    from ..store.milvus import MilvusCodeStore
+    from ..app.store import parse_store
+    from ..app.store.milvus import MilvusCodeStore
 
     parsed = parse_store(spec)
     uri = parsed.uri
@@ -143,8 +143,8 @@ def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cp
     from ..index import save_codes
 
     if ray_address is not None:
+        from ..app.distributed import encode_to_shards, require_ray
         from ..base import load_model
-        from ..distributed import encode_to_shards, require_ray
 
         require_ray()  # before any work: a missing extra is named first
         options = ray_settings(ray_address, ray_batch_size, ray_cpus, ray_gpus, ray_concurrency)
@@ -194,8 +194,8 @@ def encode(model, data, modality, rows, out, ray_address, ray_batch_size, ray_cp
 def index(codes, out, backend, store, collection, milvus_index, replace):
     """Build a Hamming index from a code file or a folder of code shards (n_bits a multiple of 8)."""
     from .._atomic import check_writable
+    from ..app.store import parse_store
     from ..index import HammingIndex
-    from ..store import parse_store
 
     kind = parse_store(store).kind
     if kind == "local":
@@ -260,7 +260,7 @@ def search(index_path, text, image, like, target, codes_path, model, data, modal
     """Search a COLLECTION (a folder from dmh build) by --text, --image or --like ID; or an INDEX
     (an index file, or milvus:URI for codes kept in Milvus) with query codes (--codes) or objects
     encoded on the fly (--model/--data/--modality), with --k or --radius."""
-    from ..collection import is_collection
+    from ..app.collection import is_collection
 
     if not index_path.startswith("milvus:") and not Path(index_path).exists():
         raise click.UsageError(f"{index_path} does not exist (a collection folder, an index file or milvus:URI)")

@@ -40,7 +40,7 @@ from .._featurizers.extras import (  # noqa: F401  (_require: used by the tests)
     UnreadableImageWarning,
     _require,
 )
-from .._featurizers.images import (  # noqa: F401  (_load_image: read by dmh.distributed)
+from .._featurizers.images import (  # noqa: F401  (_load_image: read by dmh.app.distributed)
     IMAGE_SIZE,
     PIXEL_MEAN,
     PIXEL_STD,

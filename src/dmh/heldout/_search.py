@@ -13,7 +13,7 @@ takes its choice from a function of the search's results. A rule is any callable
   *The Elements of Statistical Learning*, 7.10).
 
 Its users, each with its rule: DMH's ``use_unpaired="auto"`` (:mod:`dmh.methods.unpaired_choice`: one
-standard error, the pairs alone the simpler), ``dmh build --method auto`` (:mod:`dmh.collection._auto`:
+standard error, the pairs alone the simpler), ``dmh build --method auto`` (:mod:`dmh.app.collection._auto`:
 the best mean of the score each candidate's search would serve) and ``dmh tune``
 (:func:`dmh.selection.choose`: the best mean over its fits, read from their records).
 """

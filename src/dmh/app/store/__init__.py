@@ -1,5 +1,5 @@
 """Where a collection keeps its codes: the local :class:`dmh.index.HammingIndex` (default) or a
-Milvus collection (:class:`dmh.store.milvus.MilvusCodeStore`, optional ``dmh[milvus]``).
+Milvus collection (:class:`dmh.app.store.milvus.MilvusCodeStore`, optional ``dmh[milvus]``).
 
 A store is named on the command line as ``local`` or ``milvus[:URI]``: ``milvus`` alone is an
 embedded milvus-lite file (``DEFAULT_MILVUS_FILE`` in the output folder), ``milvus:path/codes.db``
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 
 __all__ = ["DEFAULT_MILVUS_FILE", "StoreSpec", "MilvusCodeStore", "parse_store"]
 
@@ -49,4 +49,4 @@ def __getattr__(name):  # lazy: pymilvus only when the store is used
         from .milvus import MilvusCodeStore
 
         return MilvusCodeStore
-    raise AttributeError(f"module 'dmh.store' has no attribute {name!r}")
+    raise AttributeError(f"module 'dmh.app.store' has no attribute {name!r}")

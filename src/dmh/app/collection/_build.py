@@ -1,4 +1,5 @@
-"""Building a collection stage by stage, and adding new items to a built one."""
+"""Building a collection stage by stage; the writers' lock and checkpoint hook that building, adding
+(:mod:`._add`) and removing (:mod:`._remove`) share."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import check_writable, exclusive_lock
-from ..errors import CollectionError, OutputError
+from ..._atomic import check_writable, exclusive_lock
+from ...errors import CollectionError, OutputError
 from ._codes import write_codes, write_store_record
 from ._features import featurize_items
 from ._files import (
@@ -17,11 +18,8 @@ from ._files import (
     LOCK_NAME,
     STAGES,
     Paths,
-    _read_current_state,
     check_complete,
     clean_leftovers,
-    fsync_folder,
-    generation_folder,
     load_features,
     read_build_state,
     read_current,
@@ -31,7 +29,6 @@ from ._files import (
     write_manifest,
 )
 from ._inputs import scan_inputs
-from ._pending import _finish_pending
 from ._thumbs import make_thumbnails
 
 BUILD_FORMAT_VERSION = 1
@@ -48,14 +45,14 @@ def _checkpoint(step: str) -> None:
 
 def _settings(photos, captions, *, method, n_bits, params, image_model, text_features, vocabulary_size,
               fit_max, seed, candidates=None) -> dict:
-    from ..featurizer_spec import IMAGE_MODELS
-    from ..registry import get_method_class
+    from ...featurizer_spec import IMAGE_MODELS
+    from ...registry import get_method_class
 
     if photos is None and captions is None:
         raise CollectionError("give a photos folder, a captions file, or both")
     if image_model not in IMAGE_MODELS:
         raise CollectionError(f"image_model must be one of {IMAGE_MODELS}, got {image_model!r}")
-    from .._featurizers.extras import TEXT_FEATURES
+    from ..._featurizers.extras import TEXT_FEATURES
 
     if text_features not in TEXT_FEATURES:
         raise CollectionError(f"text_features must be one of {', '.join(TEXT_FEATURES)}, got {text_features!r}")
@@ -72,7 +69,7 @@ def _settings(photos, captions, *, method, n_bits, params, image_model, text_fea
                               f"got {n_bits}")
     if fit_max < 2:
         raise CollectionError(f"fit_max must be at least 2, got {fit_max}")
-    from .._validation import check_seed
+    from ..._validation import check_seed
 
     check_seed(seed, "seed")  # before any work, like the parameter values below
     extra = {}
@@ -120,13 +117,13 @@ def build_collection(
     """Build (or resume building) a collection in the folder ``out``; see the module docstring.
 
     ``store``: ``"local"`` (index files) or ``"milvus[:URI]"`` (codes searched in Milvus; default
-    URI ``out/codes.db``, milvus-lite). ``ray``: a :class:`dmh.distributed.RayOptions` to run the
+    URI ``out/codes.db``, milvus-lite). ``ray``: a :class:`dmh.app.distributed.RayOptions` to run the
     image features and the codes on Ray (same results).
 
     ``method``/``n_bits``/``params``: the hashing model (fitted on at most ``fit_max`` items, drawn
     with ``seed``). ``method="auto"`` (the default: on the shared fashion photos it chose the method
     that retrieves best, docs/collection.md) compares ``candidates`` (default
-    :data:`dmh.collection._auto.DEFAULT_CANDIDATES`) on held-out pairs of the collection (no
+    :data:`dmh.app.collection._auto.DEFAULT_CANDIDATES`) on held-out pairs of the collection (no
     labels), records every score and the choice in ``build.json`` under ``"auto"``, and builds with
     the best, fitted on every item; its ``params`` are ``{candidate: {key: value}}``.
     ``features_from``: a built collection whose image features (same ``image_model``) are reused
@@ -244,7 +241,7 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
 
     # features ---------------------------------------------------------------------------------
     if "features" not in done:
-        from ..featurizer_spec import FeaturizerSpec
+        from ...featurizer_spec import FeaturizerSpec
 
         spec = FeaturizerSpec(
             image=FeaturizerSpec.image_settings(image_model) if any(it["image"] for it in items) else None,
@@ -252,8 +249,8 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
         captions_ = [it["caption"] for it in items if it["caption"]]
         if captions_:
             if text_features == "bow":
-                from .._featurizers.analyzer import UnicodeAnalyzer
-                from ..featurize import bow_features
+                from ..._featurizers.analyzer import UnicodeAnalyzer
+                from ...featurize import bow_features
 
                 analyzer = UnicodeAnalyzer.for_texts(captions_)
                 try:
@@ -265,7 +262,7 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
                 spec.text = FeaturizerSpec.sentence_settings(text_features)
         missing = spec.missing_extras()
         if missing:
-            from ..featurize import MissingExtraError
+            from ...featurize import MissingExtraError
 
             raise MissingExtraError(missing[0])
         known = _reusable_image_features(features_from, spec, items, log) if features_from is not None else {}
@@ -288,7 +285,7 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
 
     # fit --------------------------------------------------------------------------------------
     if "fit" not in done:
-        from ..registry import get_method_class
+        from ...registry import get_method_class
 
         data, spec, ids = load_features(P.features)
         n_pair = int((data.image_mask & data.text_mask).sum())
@@ -332,7 +329,7 @@ def _build_locked(out, P, settings, scanned, photos, captions, *, restart, batch
 
     # codes and indexes ------------------------------------------------------------------------
     if "codes" not in done:
-        from ..base import load_model
+        from ...base import load_model
 
         data, _, ids = load_features(P.features)
         model = load_model(P.model)
@@ -404,113 +401,3 @@ def _check_output_folder(out: Path) -> None:
         check_writable(parent / ".dmh-collection-probe", "-o")
     except OutputError as exc:
         raise OutputError(out, exc.problem) from None
-
-
-def add_to_collection(path, photos=None, captions=None, *, batch_size: int = 16, progress: bool = True,
-                      log=print, ray=None, wait: float = LOCK_WAIT) -> int:
-    """Add new photos and/or captions to a built collection: only they are featurized (with the
-    stored featurizer), encoded (with the stored model) and indexed. Photos already in the
-    collection are skipped. ``ray``: a :class:`dmh.distributed.RayOptions` to featurize and
-    encode on Ray. Returns the number of items added.
-
-    All or nothing: the new state is written beside the current one and switched to by one atomic
-    replace of the manifest (see :mod:`dmh.collection._files`); killed before that, the collection
-    is the old one, and a rerun of the same add reuses the image features already computed. One
-    build or add at a time: another waits up to ``wait`` seconds for the collection's lock."""
-    path = Path(path)
-    P0 = Paths(path)
-    check_complete(path)
-    if photos is None and captions is None:
-        raise CollectionError("give a photos folder, a captions file, or both")
-    check_writable(P0.manifest, "COLLECTION")  # before any work: a read-only collection is refused now
-    with _writer_lock(path, wait, log):
-        return _add_locked(path, photos, captions, batch_size=batch_size, progress=progress, log=log, ray=ray)
-
-
-def _add_locked(path: Path, photos, captions, *, batch_size, progress, log, ray) -> int:
-    import hashlib
-    import json
-
-    from ..base import load_model
-    from ..index import load_codes
-    from ..rerank import compact_values
-
-    check_complete(path)
-    items, P, generation, next_id = _read_current_state(path)
-    _finish_pending(P)  # what the previous remove or caption change left to do after its switch
-    known = {it["image"] for it in items if it["image"]}
-    new, skipped = scan_inputs(photos, captions, known)
-    if skipped:
-        log(f"{skipped} photo(s) already in the collection skipped")
-    if not new:
-        clean_leftovers(path, generation)
-        log("nothing new to add")
-        return 0
-    start = next_id  # ids are never reused: not those of removed items either
-    for i, it in enumerate(new):
-        it["id"] = start + i
-    model = load_model(P.model)
-    spec = model.featurizer_
-    missing = spec.missing_extras()
-    if missing:
-        from ..featurize import MissingExtraError
-
-        raise MissingExtraError(missing[0])
-    if spec.text is None and any(it["caption"] for it in new):
-        raise CollectionError(f"{path} was built without captions, so it cannot index new captions")
-    if spec.image is None and any(it["image"] for it in new):
-        raise CollectionError(f"{path} was built without photos, so it cannot index new photos")
-    # the image features of this add are kept in a work folder named by what it adds, so that a
-    # rerun of an interrupted add resumes them; whatever other adds left is removed
-    key = hashlib.sha1(json.dumps([generation, [[it["id"], it["image"], it["caption"]] for it in new]])
-                       .encode("utf-8")).hexdigest()[:16]
-    work = path / f".add-{key}"
-    clean_leftovers(path, generation, keep_work=work.name)
-    work.mkdir(exist_ok=True)
-    _checkpoint("scanned")
-    image, text, image_mask, text_mask = featurize_items(new, spec, work=work, batch_size=batch_size,
-                                                          progress=progress, ray=ray)
-    _checkpoint("features")
-    ids = np.array([it["id"] for it in new], np.int64)
-    # the new generation: every data file written in full into its own folder
-    Pn = Paths(path, path / generation_folder(generation + 1))
-    Pn.data.mkdir()
-    listed = np.array([it["id"] for it in items], np.int64)
-    old = {}
-    for m in ("image", "text"):
-        codes, cids, values = load_codes(getattr(P, f"{m}_codes"), with_values=True)
-        keep_old = np.isin(cids, listed)  # a collection an older dmh grew may hold codes of unlisted items
-        old[m] = (codes[keep_old], cids[keep_old], None if values is None else values[keep_old])
-    data, _, old_ids = load_features(P.features)
-    row_of = {int(i): r for r, i in enumerate(old_ids.tolist())}
-    for m in ("image", "text"):  # a collection built before values were kept gets them now, once
-        codes, cids, values = old[m]
-        if values is None and all(int(i) in row_of for i in cids.tolist()):
-            rows = np.array([row_of[int(i)] for i in cids.tolist()], np.int64)
-            values = (model.project(getattr(data, m)[rows], modality=m) if rows.size
-                      else np.zeros((0, model.n_bits_)))
-            old[m] = (codes, cids, compact_values(values))
-    keep_old = np.isin(old_ids, listed)
-    save_features(
-        Pn.features, spec, np.concatenate([old_ids[keep_old], ids]),
-        np.concatenate([data.image[keep_old].astype(np.float32), image]),
-        np.concatenate([data.text[keep_old].astype(np.float32), text]),
-        np.concatenate([data.image_mask[keep_old], image_mask]),
-        np.concatenate([data.text_mask[keep_old], text_mask]),
-    )
-    del data
-    _checkpoint("features-saved")
-    write_codes(Pn, model, image, text, image_mask, text_mask, ids, old, ray=ray)
-    _checkpoint("codes")
-    for it in new:  # a thumbnail under a new id is one an interrupted add left: of another photo
-        (P.thumbs / f"{it['id']}.jpg").unlink(missing_ok=True)
-    make_thumbnails(P.thumbs, new, progress=progress)
-    _checkpoint("thumbs")
-    fsync_folder(Pn.data)
-    write_manifest(P.manifest, items + new, generation + 1, start + len(new))  # the switch
-    _checkpoint("switched")
-    shutil.rmtree(work, ignore_errors=True)
-    clean_leftovers(path, generation + 1)
-    keep = image_mask | text_mask
-    log(f"added {int(keep.sum())} item(s) ({int(image_mask.sum())} photos, {int(text_mask.sum())} captions) to {path}")
-    return len(new)

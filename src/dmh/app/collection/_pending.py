@@ -1,5 +1,5 @@
 """What a writer of a collection still has to do once its generation is current, recorded in
-that generation's ``pending.json`` before its switch (:mod:`dmh.collection._remove`): done by the
+that generation's ``pending.json`` before its switch (:mod:`dmh.app.collection._remove`): done by the
 writer right after the switch where it can be, else by the next writer before anything else."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import CollectionFileError
+from ...errors import CollectionFileError
 from ._codes import open_stores
 from ._files import PENDING_NAME, Paths, read_json, write_json
 
@@ -33,7 +33,7 @@ def _finish_pending(P: Paths, *, thumbs: bool = True) -> None:
         raise CollectionFileError(record, "is not a record of pending changes (damaged)")
     stores = open_stores(P) if store_ids else None
     if stores is not None:
-        from ..index import load_codes
+        from ...index import load_codes
 
         ids = np.asarray(store_ids, np.int64)
         for modality, target in (("image", "images"), ("text", "texts")):

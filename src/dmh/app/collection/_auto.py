@@ -7,7 +7,7 @@ its rule the best score, a tie to the first listed) each candidate method is fit
 and scored by how well the held-out photos and captions find each other
 (:func:`dmh.heldout.score_model`: the mean reciprocal rank of the true partner, both directions,
 as ``dmh tune`` scores settings), once by Hamming distance alone and once re-ranked by the real
-values behind the codes (:func:`dmh.rerank.reranked_pair_scores`); a candidate's score is the
+values behind the codes (:func:`dmh.app.rerank.reranked_pair_scores`); a candidate's score is the
 better of the two, the search it would serve, and the chosen one's decides whether the collection
 re-ranks (``build.json`` ``"rerank"``). The best candidate is then fitted again on every item, held-out
 pairs included: pairs are what the methods learn the link between photos and words from, and a
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import CollectionError, DmhError, ParameterError
+from ...errors import CollectionError, DmhError, ParameterError
 
 #: the candidates of ``method="auto"`` unless told otherwise: DMH, the linear methods that retrieve
 #: best on real photos with short captions (docs/peers_linear.md), and every deep peer whose fit is
@@ -39,7 +39,7 @@ MIN_PAIRS = 20
 def check_candidates(candidates, params, n_bits: int) -> tuple[list[str], dict]:
     """The candidate names (lower-cased, each once, each a known method other than ``auto``) and
     their parameters (``{candidate: {key: value}}``), checked as a fit would check them."""
-    from ..registry import get_method_class
+    from ...registry import get_method_class
 
     if isinstance(candidates, str):
         candidates = [c for c in candidates.split(",") if c.strip()]
@@ -70,7 +70,7 @@ def check_build_params(method: str, params: dict, n_bits: int, where: str = "") 
     """``params`` of ``method`` as the build's fit will check them, before any photo is read;
     ``n_bits`` and ``random_state`` are the build's own arguments (``where``: how a message names
     the parameters, e.g. ``"dmh."``)."""
-    from ..evaluation import check_method_params
+    from ...evaluation import check_method_params
 
     for key, argument in (("n_bits", "n_bits"), ("random_state", "seed")):
         if key in params:
@@ -82,8 +82,8 @@ def check_build_params(method: str, params: dict, n_bits: int, where: str = "") 
 
 
 def _model(name: str, n_bits: int, seed: int, params: dict, progress: bool):
-    from ..peers import CPU_SETTINGS
-    from ..registry import get_method_class
+    from ...peers import CPU_SETTINGS
+    from ...registry import get_method_class
 
     klass = get_method_class(name)
     params = {**CPU_SETTINGS.get(name, {}), **params}  # a deep peer in its CPU setting, unless told otherwise
@@ -99,7 +99,7 @@ def choose_method(data, *, candidates, params: dict, n_bits: int, seed: int, rec
     dict kept in ``build.json``) receives the held-out split's size, each candidate's score (read
     back from it when resuming: those candidates are not fitted again) and the choice; ``save()``
     writes it after each candidate."""
-    from ..heldout import Scored, best_mean, holdout_pairs, pair_retrieval_scores, score_model, search
+    from ...heldout import Scored, best_mean, holdout_pairs, pair_retrieval_scores, score_model, search
     from ..rerank import reranked_pair_scores
 
     n_pair = int(data.n_paired)

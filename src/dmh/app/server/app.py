@@ -1,4 +1,4 @@
-"""The search service: a Starlette app over one :class:`dmh.collection.Collection`.
+"""The search service: a Starlette app over one :class:`dmh.app.collection.Collection`.
 
 API (every answer is JSON; errors are ``{"error": "..."}`` with a 4xx status):
 
@@ -57,8 +57,8 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ...errors import DmhError, MissingDependencyError, ParameterError, UnknownItemError
 from ..collection import TARGETS, Collection, manifest_signature
-from ..errors import DmhError, MissingDependencyError, ParameterError, UnknownItemError
 
 __all__ = ["BackgroundServer", "Limits", "LiveCollection", "create_app", "run"]
 

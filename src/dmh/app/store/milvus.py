@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import check_int_range as _check_int
-from ..errors import DataError, ParameterError, ParameterTypeError
+from ..._validation import check_int_range as _check_int
+from ...errors import DataError, ParameterError, ParameterTypeError
 
 __all__ = ["MAX_TOPK", "MILVUS_EXTRA", "MilvusCodeStore", "require_pymilvus"]
 
@@ -54,7 +54,7 @@ _ID_BOUND = 2**63 - 1
 
 def require_pymilvus():
     """Import :mod:`pymilvus` or raise an ImportError naming the install that brings it."""
-    from ..featurize import MissingExtraError
+    from ...featurize import MissingExtraError
 
     try:
         with warnings.catch_warnings():  # milvus-lite 2.5 imports pkg_resources, which warns
@@ -145,7 +145,7 @@ class MilvusCodeStore:
             self._create()
         self.code_size = self.n_bits // 8
         self._count = None
-        from ..index import HammingIndex
+        from ...index import HammingIndex
 
         self._checker = HammingIndex(self.n_bits, backend="numpy")  # validates and packs input codes
 
@@ -270,7 +270,7 @@ class MilvusCodeStore:
             start = self._max_id() + 1
             new_ids = np.arange(start, start + n, dtype=np.int64)
         else:
-            from ..index import check_new_ids
+            from ...index import check_new_ids
 
             new_ids = check_new_ids(ids, n)
             dup = self._held(new_ids)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from .._atomic import atomic_path
+from ..._atomic import atomic_path
 
 THUMB_SIZE = 256
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CollectionError, CollectionFileError, FileFormatError, UnknownItemError
+from ...errors import CollectionError, CollectionFileError, FileFormatError, UnknownItemError
 from ..rerank import OVERSAMPLE, cosine_to, rerank_order
 from ._codes import open_stores
 from ._files import TARGETS, Paths, check_complete, read_build_state, read_current
@@ -94,7 +94,7 @@ class Collection:
     re-ranking score where the collection re-ranks, else nearest first, ties by smaller id), from
     the photos (``target="images"``) or the captions (``"texts"``).
 
-    Re-ranking (:mod:`dmh.rerank`): a collection that keeps the real values behind its codes takes
+    Re-ranking (:mod:`dmh.app.rerank`): a collection that keeps the real values behind its codes takes
     ``oversample * k`` candidates from the Hamming search and orders them by the cosine between
     the query's values and theirs. ``rerank=None`` follows the collection's build (``build.json``
     ``"rerank"``; on where the build recorded no decision), ``True``/``False`` turn it on or off; a
@@ -122,8 +122,8 @@ class Collection:
                     raise
 
     def _open(self, backend, model):
-        from ..base import load_model
-        from ..index import HammingIndex, load_codes
+        from ...base import load_model
+        from ...index import HammingIndex, load_codes
 
         self.items, P, self.generation = read_current(self.path)
         decided = read_build_state(P.build).get("rerank", {})
@@ -240,7 +240,7 @@ class Collection:
 
     def _reranked(self, hits: list[Hit], values, target) -> list[Hit]:
         """``hits`` ordered by the cosine of their stored values with the query's ``values``
-        (:func:`dmh.rerank.rerank_order`: then by distance, then id), each with its ``score``."""
+        (:func:`dmh.app.rerank.rerank_order`: then by distance, then id), each with its ``score``."""
         if not hits:
             return hits
         sorted_ids, stored = self._values[target]
@@ -259,7 +259,7 @@ class Collection:
 
     def _query_values(self, X, modality: str):
         """Codes (1, n_bits) and real values (n_bits,) of one featurized query."""
-        from ..base import sign_codes
+        from ...base import sign_codes
 
         values = self.model.project(X, modality=modality)
         return sign_codes(values), values[0]

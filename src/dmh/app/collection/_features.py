@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_path
+from ..._atomic import atomic_path
 
 IMAGE_CHUNK = 512
 RAY_IMAGE_CHUNK = 16_384  # photos per Ray job (each starts its actors): resumable in these steps
@@ -22,7 +22,7 @@ def image_features_chunked(items, spec, work: Path | None, batch_size: int, prog
     ``(features, rows, failures)``."""
     from tqdm.auto import tqdm
 
-    from ..featurize import image_features
+    from ...featurize import image_features
 
     rows = [i for i, it in enumerate(items) if it["image"]]
     encoder = None

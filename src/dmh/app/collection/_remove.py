@@ -1,6 +1,6 @@
 """Removing items from a built collection and replacing their captions.
 
-Both write the collection as an add does (:func:`dmh.collection.add_to_collection`): under the
+Both write the collection as an add does (:func:`dmh.app.collection.add_to_collection`): under the
 writers' lock, a complete new generation of data files (features, codes, indexes) is written into
 ``gen-NNNNNN/`` and switched to by replacing ``manifest.json`` atomically, so a reader sees the old
 state or the new one, and a writer killed at any moment before the switch leaves the old one.
@@ -45,8 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import check_writable
-from ..errors import CollectionError, CollectionFileError, UnknownItemError
+from ..._atomic import check_writable
+from ...errors import CollectionError, CollectionFileError, UnknownItemError
 from . import _build
 from ._files import (
     PENDING_NAME,
@@ -72,7 +72,7 @@ def remove_from_collection(path, *, ids=(), images=(), wait: float = _build.LOCK
 
     All or nothing: every id and path is checked first, and an unknown id, an id already removed or
     a path that is no item's photo is refused (one :class:`UnknownItemError` naming them all)
-    before anything is written. Then as :func:`~dmh.collection.add_to_collection`: the new state
+    before anything is written. Then as :func:`~dmh.app.collection.add_to_collection`: the new state
     is written beside the current one and switched to atomically; one writer at a time (another
     waits up to ``wait`` seconds for the collection's lock). See the module docstring for what a
     removal keeps and deletes."""
@@ -230,7 +230,7 @@ def _check_captions(path: Path, items, P: Paths, ids: list[int], texts: list) ->
                                   "left of it; remove it with dmh remove instead")
     changed = {i: t for i, t in new.items() if by_id[i]["caption"] != t}
     if any(t is not None for t in changed.values()):
-        from ..featurizer_spec import read_featurizer_spec
+        from ...featurizer_spec import read_featurizer_spec
 
         spec = read_featurizer_spec(P.features)
         if spec is not None and spec.text is None:
@@ -247,7 +247,7 @@ def _rewrite(path: Path, items, P: Paths, generation: int, next_id: int, *, remo
              log) -> list[int]:
     """Under the lock: write the generation without the items ``remove`` and with the captions
     ``captions`` (``{id: text or None}``), and switch to it."""
-    from ..index import HammingIndex, load_codes, save_codes
+    from ...index import HammingIndex, load_codes, save_codes
     from ..rerank import compact_values
 
     changed = sorted(remove | set(captions))
@@ -296,7 +296,7 @@ def _rewrite(path: Path, items, P: Paths, generation: int, next_id: int, *, remo
         order = np.argsort(fids, kind="stable")
         fids, image, image_mask, text, text_mask = (a[order] for a in (fids, image, image_mask, text, text_mask))
     if fspec is None:  # pragma: no cover - a features file that does not record its featurizer
-        from ..base import load_model
+        from ...base import load_model
 
         fspec = spec or load_model(P.model).featurizer_
     save_features(Pn.features, fspec, fids, image, text, image_mask, text_mask)
@@ -356,13 +356,13 @@ def _encode_captions(P: Paths, texts: list[str]):
     featurizer and model."""
     import warnings
 
-    from ..base import load_model
+    from ...base import load_model
 
     model = load_model(P.model)
     spec = model.featurizer_
     missing = spec.missing_extras() if spec.text is not None else []
     if missing:
-        from ..featurize import MissingExtraError
+        from ...featurize import MissingExtraError
 
         raise MissingExtraError(missing[0])
     if not texts:
@@ -373,7 +373,7 @@ def _encode_captions(P: Paths, texts: list[str]):
         shown = "; ".join(repr(t if len(t) <= 60 else t[:57] + "...") for t in blank[:3])
         warnings.warn(f"{len(blank)} new caption(s) have none of the words of the collection's vocabulary, so no "
                       f"text search can find their items by them: {shown}", UserWarning, stacklevel=3)
-    from ..base import sign_codes
+    from ...base import sign_codes
 
     values = model.project(X, modality="text")
     return X, sign_codes(values), values, spec

@@ -16,10 +16,10 @@ file                   content
 ``model.npz``          the fitted hashing model, with its featurizer (so raw queries can be encoded)
 ``image_codes.npz``    codes of the items' photos / captions (:func:`dmh.index.save_codes`, ids =
 ``text_codes.npz``     item ids), with the real values behind them (``values``: unit rows in
-                       float16, :mod:`dmh.rerank`) that searches re-rank their Hamming candidates by
+                       float16, :mod:`dmh.app.rerank`) that searches re-rank their Hamming candidates by
 ``images.dmhidx``      Hamming indexes of those codes (:class:`dmh.index.HammingIndex`), or with
 ``texts.dmhidx``       ``store="milvus[:URI]"`` ``store.json``: the codes are searched in two Milvus
-                       collections (:class:`dmh.store.milvus.MilvusCodeStore`; default URI the
+                       collections (:class:`dmh.app.store.milvus.MilvusCodeStore`; default URI the
                        milvus-lite file ``codes.db`` in the folder)
 ``thumbs/ID.jpg``      thumbnails (longest side 256 px), made once
 ``.dmh-lock``          the writers' lock (an OS file lock; while held it names its holder)
@@ -41,10 +41,10 @@ moment leaves the old one (its rerun resumes the image features). One writer at 
 or an add holds the collection's lock; another waits (``wait`` seconds) or is refused, naming it.
 :meth:`Collection.changed` / :meth:`Collection.reload` let a long-lived reader (``dmh serve``)
 follow the switches. ``remove_from_collection`` (by item id or photo path) and ``set_captions``
-write and switch the same way, under the same lock (:mod:`dmh.collection._remove`: what a removal
+write and switch the same way, under the same lock (:mod:`dmh.app.collection._remove`: what a removal
 keeps and deletes); ids are never reused.
 
-``ray=RayOptions(...)`` (:mod:`dmh.distributed`) runs the image features and the hash codes of
+``ray=RayOptions(...)`` (:mod:`dmh.app.distributed`) runs the image features and the hash codes of
 ``build_collection`` / ``add_to_collection`` as Ray Data stages (a local runtime or a cluster);
 the results are those of the single-process path.
 
@@ -55,9 +55,10 @@ the results are those of the single-process path.
 
 from __future__ import annotations
 
-from ..errors import CollectionError
+from ...errors import CollectionError
+from ._add import add_to_collection
 from ._auto import HOLDOUT as AUTO_HOLDOUT
-from ._build import add_to_collection, build_collection
+from ._build import build_collection
 from ._features import image_features_chunked  # noqa: F401  (used by the tests)
 from ._files import COLLECTION_FORMAT_VERSION, STAGES, TARGETS, is_collection, load_features  # noqa: F401
 from ._inputs import read_captions

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_write_text
-from ..errors import CollectionError, CollectionFileError
+from ..._atomic import atomic_write_text
+from ...errors import CollectionError, CollectionFileError
 
 COLLECTION_FORMAT_VERSION = 3  # the newest manifest format read; a build writes 1 (no "data" folder)
 STAGES = ("scan", "features", "fit", "codes", "thumbs")
@@ -211,9 +211,9 @@ def clean_leftovers(root: Path, generation: int, keep_work: str | None = None) -
 
 
 def save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
-    from ..data import CrossModalData
-    from ..featurizer_spec import FEATURIZER_KEY
-    from ..io import save_data
+    from ...data import CrossModalData
+    from ...featurizer_spec import FEATURIZER_KEY
+    from ...io import save_data
 
     keep = image_mask | text_mask
     ids = np.asarray(ids, np.int64)[keep]
@@ -223,8 +223,8 @@ def save_features(path, spec, ids, image, text, image_mask, text_mask) -> None:
 
 
 def load_features(path):
-    from ..featurizer_spec import read_featurizer_spec
-    from ..io import load_data
+    from ...featurizer_spec import read_featurizer_spec
+    from ...io import load_data
 
     data = load_data(path)
     with np.load(path, allow_pickle=False) as f:

@@ -1,4 +1,4 @@
-// dmh search page: plain JavaScript, no external code. Talks to the JSON API of dmh.server.app.
+// dmh search page: plain JavaScript, no external code. Talks to the JSON API of dmh.app.server.app.
 // A text search or "more like this" is kept in the page's address (/?q=...&target=...&k=... or
 // /?like=ID&...): it can be bookmarked, shared and reloaded, and Back returns to the previous one.
 "use strict";

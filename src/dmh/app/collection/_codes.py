@@ -40,15 +40,15 @@ def open_stores(P: Paths, n_bits: int | None = None) -> dict | None:
 def _encode(P: Paths, model, X, modality: str, ids, ray):
     """Codes of feature rows and the real values whose signs they are (``model.project``): here,
     or the codes on Ray (through code shards under work/) and the values here."""
-    from ..base import check_method_output, sign_codes
+    from ...base import check_method_output, sign_codes
 
     if X.shape[0] == 0:
         return np.zeros((0, model.n_bits_), np.int8), np.zeros((0, model.n_bits_))
     values = check_method_output(model, model.project(X, modality=modality), X.shape[0], modality, "project")
     if ray is None:
         return sign_codes(values), values
+    from ...index import unpack_codes
     from ..distributed import encode_to_shards, read_code_shards
-    from ..index import unpack_codes
 
     shards = P.work / f"codes-{modality}"
     shutil.rmtree(shards, ignore_errors=True)
@@ -73,7 +73,7 @@ def write_codes(P: Paths, model, image, text, image_mask, text_mask, ids, old, r
     a collection built before they were kept, whose code files then stay without them). A collection
     kept in Milvus gets its collections recreated on a build, and on an add the new codes (after
     removing any that an interrupted add left there)."""
-    from ..index import HammingIndex, save_codes
+    from ...index import HammingIndex, save_codes
     from ..rerank import compact_values
 
     stores = open_stores(P, n_bits=model.n_bits_)

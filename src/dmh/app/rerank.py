@@ -10,11 +10,12 @@ cosine between the query's real values and each candidate's stored values, keepi
 ``k``.
 
 The stored values are the rows of ``project`` scaled to unit length and kept as float16
-(:func:`compact_values`: 2 bytes a bit, 128 bytes an item at 64 bits): the cosine needs no length,
-and float16 keeps about three significant digits of each coordinate.
+(:func:`dmh.code_files.compact_values`, the code files' format: 2 bytes a bit, 128 bytes an item
+at 64 bits): the cosine needs no length, and float16 keeps about three significant digits of each
+coordinate.
 
 :func:`rerank_order` is the one ordering used everywhere: the collection's search
-(:class:`dmh.collection.Collection`) and the held-out pair score that decides whether a collection
+(:class:`dmh.app.collection.Collection`) and the held-out pair score that decides whether a collection
 re-ranks (:func:`reranked_pair_scores`).
 """
 
@@ -22,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import DataError
+from ..code_files import compact_values
+from ..errors import DataError
 
 __all__ = ["OVERSAMPLE", "compact_values", "cosine_to", "rerank_order", "reranked_pair_scores"]
 
@@ -30,23 +32,6 @@ __all__ = ["OVERSAMPLE", "compact_values", "cosine_to", "rerank_order", "reranke
 OVERSAMPLE = 10
 #: the k of the held-out pair score's re-ranking (its candidates: ``OVERSAMPLE * PAIR_SCORE_K``)
 PAIR_SCORE_K = 10
-
-
-def compact_values(values) -> np.ndarray:
-    """The rows of ``values`` (n, n_bits) scaled to unit length, as float16 (a row of zeros stays
-    zero). Non-finite values are a :class:`~dmh.errors.DataError`. A float16 array is taken as
-    already compact and returned as it is (so rows kept once never drift when written again)."""
-    if isinstance(values, np.ndarray) and values.dtype == np.float16 and values.ndim == 2:
-        if not np.isfinite(values).all():
-            raise DataError("values hold NaN or infinite entries")
-        return values
-    v = np.asarray(values, dtype=np.float64)
-    if v.ndim != 2:
-        raise DataError(f"values must be 2-dimensional (n, n_bits), got shape {v.shape}")
-    if not np.isfinite(v).all():
-        raise DataError("values hold NaN or infinite entries")
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    return (v / np.where(norms > 0, norms, 1.0)).astype(np.float16)
 
 
 def _unit32(v: np.ndarray) -> np.ndarray:
@@ -75,9 +60,9 @@ def reranked_pair_scores(image_values, text_values, *, oversample: int = OVERSAM
     (:func:`rerank_order`); the partner's rank is its place there, or, when it is not among them,
     after them, in expectation under a random order within its Hamming tie. Same keys as
     ``pair_retrieval_scores``."""
-    from .base import sign_codes
-    from .heldout._pairs import _expected_reciprocal_rank
-    from .metrics import hamming_distance
+    from ..base import sign_codes
+    from ..heldout._pairs import _expected_reciprocal_rank
+    from ..metrics import hamming_distance
 
     iv = np.asarray(image_values, dtype=np.float64)
     tv = np.asarray(text_values, dtype=np.float64)

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._atomic import atomic_write_text
-from .errors import DataError, OutputError, ParameterError, ParameterTypeError
+from .._atomic import atomic_write_text
+from ..errors import DataError, OutputError, ParameterError, ParameterTypeError
 
 __all__ = [
     "RAY_EXTRA",
@@ -63,7 +63,7 @@ _BLOCK_ROWS = 65_536  # rows per block handed to Ray
 
 def require_ray():
     """Import :mod:`ray` and :mod:`ray.data`, or raise an ImportError naming the install."""
-    from .featurize import MissingExtraError
+    from ..featurize import MissingExtraError
 
     try:
         import ray
@@ -171,12 +171,12 @@ class ImageFeatureStage:
     (default :class:`dmh.featurize.EfficientNetLite0Encoder`)."""
 
     def __init__(self, encoder_factory=None):
-        from .featurize import EfficientNetLite0Encoder
+        from ..featurize import EfficientNetLite0Encoder
 
         self.encoder = (encoder_factory or EfficientNetLite0Encoder)()
 
     def __call__(self, batch: dict) -> dict:
-        from .featurize import _load_image
+        from ..featurize import _load_image
 
         paths = [str(p) for p in batch["path"]]
         arrays, rows, errors = [], [], [None] * len(paths)
@@ -207,7 +207,7 @@ class HashStage:
     its ``.npz`` file, so that the workers need not see the driver's files)."""
 
     def __init__(self, model_bytes: bytes, modality: str):
-        from .base import load_model
+        from ..base import load_model
 
         fd, tmp = tempfile.mkstemp(suffix=".npz")
         try:
@@ -220,8 +220,8 @@ class HashStage:
 
     def __call__(self, batch: dict):
         pa, _ = _pyarrow()
-        from .base import encode_checked
-        from .index import pack_codes
+        from ..base import encode_checked
+        from ..index import pack_codes
 
         ids = np.asarray(batch["id"], dtype=np.int64)
         feats = np.asarray(batch["features"])
@@ -258,7 +258,7 @@ def _ids(ids, n: int) -> np.ndarray:
 def _image_paths(paths) -> list[str]:
     """A list of paths, or a folder: its image files sorted by name."""
     if isinstance(paths, (str, os.PathLike)) and Path(paths).is_dir():
-        from .featurize import find_images
+        from ..featurize import find_images
 
         files, _ = find_images(paths)
         paths = [files[k] for k in sorted(files)]
@@ -348,7 +348,7 @@ def encode_to_shards(
     at most ``rows_per_shard`` rows (1,024 images), fewer where that gives each actor about four
     blocks; each block is written as one Parquet file (Ray may split one further). Returns the
     metadata written to ``out/_dmh_codes.json``."""
-    from .base import load_model
+    from ..base import load_model
 
     if (features is None) == (paths is None):
         raise ParameterError("give either features or image paths to encode")

@@ -1,5 +1,5 @@
 """The inputs of a collection: a photos folder and a captions file (format in
-:mod:`dmh.collection`), turned into items."""
+:mod:`dmh.app.collection`), turned into items."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import csv
 import io
 from pathlib import Path
 
-from ..errors import CollectionError
+from ...errors import CollectionError
 
 
 def read_captions(path) -> list[tuple[str | None, str | None, int]]:
@@ -62,7 +62,7 @@ def read_captions(path) -> list[tuple[str | None, str | None, int]]:
 
 
 def _find_photos(folder) -> dict[str, Path]:
-    from ..featurize import find_images
+    from ...featurize import find_images
 
     folder = Path(folder)
     if not folder.is_dir():
