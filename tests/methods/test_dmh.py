@@ -674,7 +674,7 @@ def test_blocks_share_one_unpaired_choice(semi, monkeypatch):
         calls.append(model.block_bits)
         return unpaired_choice.UnpairedChoice(False, 0.1, 0.2, 10, 0.0, "forced by the test")
 
-    monkeypatch.setattr(unpaired_choice, "choose", forced)
+    monkeypatch.setattr(unpaired_choice, "choose_unpaired", forced)
     assert not semi.is_fully_paired
     m = DMH(8, random_state=0, block_bits=4, **{**TINY, "use_unpaired": "auto"}).fit(semi)
     assert calls == [4] and m.use_unpaired_ is False and m.unpaired_choice_["reason"] == "forced by the test"
