@@ -157,6 +157,19 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"CUDA tests: {ran} of {total} ran ({detail}; {where})")
 
 
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    """A test that runs the command line in this process with ``--threads N`` sets the process's
+    thread count (as the command does for its own run); put it back after the test, so that a later
+    fit does not run at another thread count (same seed, same codes holds per thread count)."""
+    from dmh import _threads
+
+    before = _threads._setting
+    yield
+    if _threads._setting != before:
+        _threads.set_threads(before)
+
+
 @pytest.fixture
 def toy_data():
     """Two noisy views of 4 clusters, fully paired, with class labels and a split."""
