@@ -427,3 +427,13 @@ def test_tune_checks_its_output_before_any_fit(tmp_path, capsys, monkeypatch):
         assert main(["tune", "uci-digits", "--method", "dmh", "--grid", "gamma=0.01", "--bits", "8", "--seeds", "0",
                      "--out", out]) == 2
         assert words in _error(capsys)
+
+
+def test_evaluate_refuses_a_bad_data_file_before_making_the_lock_beside_out(tmp_path, capsys):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not an archive")
+    out = tmp_path / "runs" / "r.json"
+    out.parent.mkdir()
+    assert main(["evaluate", str(bad), *CVH, "--out", str(out)]) == 2
+    assert "bad.npz" in _error(capsys)
+    assert list(out.parent.iterdir()) == []  # neither the results file nor its lock

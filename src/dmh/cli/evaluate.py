@@ -133,10 +133,23 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
         raise click.UsageError("give at most one of --resume and --overwrite")
     out = Path(out)
     check_writable(out, "--out")
+    if out.exists() and not (resume or overwrite):  # again under the lock: the cheap refusal first
+        raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
+    dataset = _labelled_data(data)  # a bad DATA fails before the lock file is made
     with exclusive_lock(out):
         if out.exists() and not (resume or overwrite):
             raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
-        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs, trainings, validation)
+        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs, trainings, validation,
+                  dataset=dataset)
+
+
+def _labelled_data(data):
+    """DATA loaded, with the labels that scoring needs (else a one-line error naming it)."""
+    from ..datasets import load_dataset
+
+    dataset = load_dataset(data)
+    dataset.require_labels()
+    return dataset
 
 
 def validation_spec(split: str, fraction: float | None, seed: int | None) -> dict | None:
@@ -164,14 +177,13 @@ def training_list(text: str) -> list[str]:
 
 
 def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots, jobs=1,
-              trainings=("semi-paired",), validation=None):
-    from ..datasets import load_dataset
+              trainings=("semi-paired",), validation=None, dataset=None):
     from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
     from ..report import markdown_table, write_results
 
     old = _read_results(out) if resume and out.exists() else None
-    dataset = load_dataset(data)
-    dataset.require_labels()
+    if dataset is None:
+        dataset = _labelled_data(data)
     click.echo(dataset.summary())
     if validation is not None:
         dataset = dataset.validation(**validation)
