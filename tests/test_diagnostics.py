@@ -7,6 +7,7 @@ from dmh import DMH, make_semi_paired
 from dmh.diagnostics import diagnose, format_report, model_at_round, ranking_map
 from dmh.methods import gbe
 from dmh.methods.dmh import PRESETS
+from dmh.methods.dmh_options import ONE_PROBLEM
 from dmh.selection import holdout_pairs
 
 TINY = dict(d=8, hidden_size=32, n_rounds=2, dam_epochs=3, cle_max_iter=5, gbe_max_iter=30, use_unpaired=True)
@@ -55,7 +56,7 @@ def test_paper_preset_is_the_options_switched_off(toy_data):
                                     gamma_scaling="none",
                                     gbe_lr=0.05,
                                     gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
-                                    dam_agree_target=None, gbe_exaggeration=1.0)
+                                    dam_agree_target=None, gbe_exaggeration=1.0, gbe_block_bits=ONE_PROBLEM)
     train = toy_data.train()
     a = DMH(8, random_state=1, preset="paper", **TINY).fit(train)
     b = DMH(8, random_state=1, preset="default", **{**PRESETS["paper"], **TINY}).fit(train)

@@ -101,7 +101,7 @@ def test_a_cell_names_the_preset_values_it_ran_with_so_a_changed_preset_is_not_r
     from dmh.methods import dmh as dmh_module
 
     fp = data_fingerprint(toy_data, "toy")
-    base = dict(dataset="toy", fingerprint=fp, method="dmh", params={}, n_bits=8, paired_ratio=0.5, seed=0)
+    base = dict(dataset="toy", fingerprint=fp, method="dmh", params={}, n_bits=32, paired_ratio=0.5, seed=0)
     cell = make_cell(**base)
     neutral = _keys.ADDED_OPTIONS["dmh"]  # left out at the value results ran with before they existed
 
@@ -119,6 +119,29 @@ def test_a_cell_names_the_preset_values_it_ran_with_so_a_changed_preset_is_not_r
     changed = {**dmh_module.PRESETS["default"], "cle_scaling": other}
     monkeypatch.setitem(dmh_module.PRESETS, "default", changed)
     assert make_cell(**base)["key"] != cell["key"]
+
+
+def test_a_block_length_the_code_is_within_keeps_the_key_of_one_problem(toy_data):
+    """gbe_block_bits >= n_bits is one GBE problem, the fit of gbe_block_bits=None bit for bit
+    (tests/methods/test_dmh_stages.py): its cells keep the key of results made before it existed,
+    at the default preset's 16 as at any length; a longer code with blocks has a key of its own."""
+    fp = data_fingerprint(toy_data, "toy")
+    base = dict(dataset="toy", fingerprint=fp, method="dmh", n_bits=16, paired_ratio=1.0, seed=0)
+    keys = {make_cell(**base, params=p)["key"] for p in ({}, {"gbe_block_bits": 16}, {"gbe_block_bits": 64})}
+    assert len(keys) == 1 and "gbe_block_bits" not in json.loads(keys.pop())["params"]
+    wide = make_cell(**{**base, "n_bits": 64}, params={})
+    assert json.loads(wide["key"])["params"]["gbe_block_bits"] == 16
+    one = make_cell(**{**base, "n_bits": 64}, params={"gbe_block_bits": 64})
+    assert "gbe_block_bits" not in one["params"] and one["key"] != wide["key"]
+    # and is fitted as one problem, not at the default preset's 16 (a key leaves out what it ran with)
+    from dmh import DMH
+    from dmh._keys import ADDED_OPTIONS, fit_params
+    from dmh.methods.dmh_options import ONE_PROBLEM, DMHOptions
+
+    assert ADDED_OPTIONS["dmh"]["gbe_block_bits"] == ONE_PROBLEM
+    assert DMHOptions.of(DMH(64, **fit_params("dmh", one["params"]))).gbe_block_bits >= 64
+    paper = make_cell(**{**base, "n_bits": 64}, params={"preset": "paper"})
+    assert "gbe_block_bits" not in paper["params"]  # the paper's one problem, as before
 
 
 def test_run_cells_records_carry_the_key_and_resume_reuses_exact_matches_only(toy_data):

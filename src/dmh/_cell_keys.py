@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import jsonable
-from ._keys import dump_key, key_params, normalize_key, paired_key_params
+from ._keys import bits_key_params, dump_key, key_params, normalize_key, paired_key_params
 from .data import CrossModalData
 from .errors import DataError, ParameterError
 from .records import TASKS
@@ -131,6 +131,7 @@ def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_b
                               "random_state": int(validation["random_state"])}
     if pairs_only or float(paired_ratio) >= 1.0:  # options that change nothing there keep older keys
         cell["params"] = paired_key_params(cell["method"], cell["params"])
+    cell["params"] = bits_key_params(cell["method"], cell["params"], n_bits)  # so do lengths the code is within
     cell["key"] = cell_key(cell)
     return cell
 

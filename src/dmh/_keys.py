@@ -41,8 +41,9 @@ import json
 
 from ._json import jsonable
 
-__all__ = ["ADDED_OPTIONS", "EXECUTION_PARAMS", "INERT_UNLESS", "PAIRED_INERT", "REMOVED_OPTIONS", "dump_key",
-           "fit_params", "key_params", "model_params", "normalize_key", "paired_key_params", "stored_key"]
+__all__ = ["ADDED_OPTIONS", "BITS_INERT", "EXECUTION_PARAMS", "INERT_UNLESS", "PAIRED_INERT", "REMOVED_OPTIONS",
+           "bits_key_params", "dump_key", "fit_params", "key_params", "model_params", "normalize_key",
+           "paired_key_params", "stored_key"]
 
 #: method -> {option: the value every result written before the option existed ran with}
 ADDED_OPTIONS: dict[str, dict[str, object]] = {
@@ -50,7 +51,7 @@ ADDED_OPTIONS: dict[str, dict[str, object]] = {
             "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None, "dam_contrastive": 0.0,
             "use_unpaired": True, "dam_first_target": None, "dam_last_epochs": None,
             "encoder": "network", "ridge_weight": 1.0, "gbe_exaggeration": 1.0,
-            "block_bits": None, "unpaired_margin": 0.0, "gbe_block_bits": None},
+            "block_bits": None, "unpaired_margin": 0.0, "gbe_block_bits": 4096},
     "sadch": {"input_scaling": "feature"},
 }
 
@@ -74,6 +75,15 @@ PAIRED_INERT: dict[str, dict[str, object]] = {
 #: ``use_unpaired="auto"``, so the cells that name ``use_unpaired`` true or false keep their keys
 INERT_UNLESS: dict[str, dict[str, tuple[str, object, object]]] = {
     "dmh": {"unpaired_margin": ("use_unpaired", "auto", 0.0)},
+}
+
+#: method -> {option: inert value}: a length that changes nothing when the code is no longer than it.
+#: ``gbe_block_bits=b`` solves a code of ``n_bits <= b`` bits as one GBE problem, as every result
+#: before the option did (its value in :data:`ADDED_OPTIONS`, 4096: at least every code length,
+#: ``dmh.methods.dmh_options.ONE_PROBLEM``); such a cell's key holds it at that value and so leaves
+#: it out, and is fitted at it: the 16-bit cells made before the default became 16 keep their keys
+BITS_INERT: dict[str, dict[str, object]] = {
+    "dmh": {"gbe_block_bits": 4096},
 }
 
 #: parameters that say where a fit runs, not what it computes: kept in a cell's ``params`` (the fit
@@ -107,6 +117,17 @@ def paired_key_params(method: str, params: dict) -> dict:
     out = dict(params)
     for name, value in PAIRED_INERT.get(method, {}).items():
         if name in out:
+            out[name] = value
+    return key_params(method, out)
+
+
+def bits_key_params(method: str, params: dict, n_bits: int) -> dict:
+    """``params`` as :func:`key_params` wrote them, for a cell of ``n_bits`` bits: the lengths of
+    :data:`BITS_INERT` that are at least ``n_bits`` at their inert value there."""
+    out = dict(params)
+    for name, value in BITS_INERT.get(method, {}).items():
+        length = out.get(name)
+        if isinstance(length, int) and not isinstance(length, bool) and length >= int(n_bits):
             out[name] = value
     return key_params(method, out)
 

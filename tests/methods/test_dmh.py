@@ -433,8 +433,9 @@ def test_gamma_scaling_bits_weighs_the_quantization_by_16_over_the_code_length(s
         return real(*args, **kwargs)
 
     monkeypatch.setattr(gbe, "fit_gbe", spy)
-    scaled = DMH(64, random_state=0, gamma=0.01 * 4, gamma_scaling="bits", **TINY).fit(semi)
-    plain = DMH(64, random_state=0, gamma=0.01, **TINY).fit(semi)
+    one = {"gbe_block_bits": 64}  # one GBE problem of 64 bits (under blocks it scales by each block's length)
+    scaled = DMH(64, random_state=0, gamma=0.01 * 4, gamma_scaling="bits", **one, **TINY).fit(semi)
+    plain = DMH(64, random_state=0, gamma=0.01, **one, **TINY).fit(semi)
     assert seen == [0.01] * 4  # two rounds each
     assert np.array_equal(scaled.codes_, plain.codes_)
     seen.clear()
@@ -452,7 +453,7 @@ def test_every_preset_fills_the_same_options_with_allowed_values():
     defaults = DMH().get_params()
     filled = {name for name, value in defaults.items() if value is None} - {"random_state", "n_threads",
                                                                             "dam_first_target", "dam_last_epochs",
-                                                                            "block_bits", "gbe_block_bits"}
+                                                                            "block_bits"}
     for name, values in PRESETS.items():
         assert set(values) == filled, name
         validate_params({**defaults, **values, "preset": name}, DMH._parameter_constraints, f"preset {name}")

@@ -11,6 +11,7 @@ from dmh import DMH, load_model
 from dmh.errors import ParameterError
 from dmh.evaluation import full_params
 from dmh.methods.dmh import FLAT_DEFAULTS, NESTED
+from dmh.methods.dmh_options import ONE_PROBLEM
 from dmh.methods.dmh_parts import LLE, SIMILARITIES, Clip, Network, Perplexity, Ridge, SparseRidge, Zero
 from dmh.methods.dmh_stages import CLE, DAM, GBE, PCA
 
@@ -114,14 +115,16 @@ def test_gbe_in_blocks_is_short_problems_side_by_side_and_one_block_is_the_one_p
     from dmh.datasets import load_dataset
 
     data = make_semi_paired(load_dataset("uci-digits").train().subset(np.arange(200)), 1.0, random_state=0)
-    one = DMH(16, **TINY).fit(data)
+    one = DMH(16, gbe_block_bits=ONE_PROBLEM, **TINY).fit(data)
     assert np.array_equal(DMH(16, gbe_block_bits=16, **TINY).fit(data).codes_, one.codes_)  # one block
+    assert np.array_equal(DMH(16, **TINY).fit(data).codes_, one.codes_)  # the default's 16, at 16 bits
     blocks = DMH(16, gbe=GBE(block_bits=8), **TINY).fit(data)
     again = DMH(16, gbe_block_bits=8, **TINY).fit(data)
     assert blocks.codes_.shape == (200, 16) and np.array_equal(blocks.codes_, again.codes_)
     assert not np.array_equal(blocks.codes_, one.codes_)
     assert all(len(h) > 0 for h in blocks.history_["gbe"])  # the blocks' summed loss, each round
-    assert full_params("dmh", {}) == full_params("dmh", {"gbe_block_bits": None})  # earlier keys stay
+    assert full_params("dmh", {})["gbe_block_bits"] == 16  # the default preset's
+    assert "gbe_block_bits" not in full_params("dmh", {"preset": "paper"})  # one problem: the paper keys stay
     with pytest.raises(ParameterError, match="gbe_block_bits|block_bits"):
         DMH(16, gbe_block_bits=0).fit(data)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._keys import EXECUTION_PARAMS, paired_key_params
+from .._keys import EXECUTION_PARAMS, bits_key_params, paired_key_params
 from ..errors import DataError, ParameterError
 from .outcomes import OUTCOMES, Z, paired_outcome
 
@@ -60,8 +60,8 @@ def _record_split(record: dict) -> str:
 def setting_records(records: Sequence[dict], method: str, params: Mapping | None = None,
                     split: str = "validation") -> list[dict]:
     """The records of ``split`` whose method is ``method`` and whose full parameters are
-    ``params`` over its defaults (where a parameter changes nothing, at full pairing or on the
-    pairs alone, as a cell key writes it)."""
+    ``params`` over its defaults (where a parameter changes nothing, at full pairing, on the pairs
+    alone or at a code no longer than a length, as a cell key writes it)."""
     from ..evaluation import full_params
     from ..registry import resolve_method
 
@@ -82,7 +82,7 @@ def setting_records(records: Sequence[dict], method: str, params: Mapping | None
         if r.get("grid"):
             continue
         expected = want_paired if r.get("pairs_only") or float(r["paired_ratio"]) >= 1.0 else want
-        if strip(r["params"]) == expected:
+        if strip(r["params"]) == bits_key_params(name, expected, int(r["n_bits"])):
             out.append(r)
     return out
 

@@ -95,7 +95,8 @@ class DMH(DMHPersistence, BlockEnsemble, BaseHasher):
         settings; ``None``: the stage's defaults.
     preset : {"default", "paper"}, default="default"
         Where a stage's settings left as ``None`` take their value (:data:`PRESETS`): ``"paper"``
-        is the paper's method, ``"default"`` the label-free choice of docs/quality.md.
+        is the paper's method, ``"default"`` the design defaults of docs/defaults.md (among
+        them GBE solved as 16-bit problems side by side, ``gbe_block_bits=16``).
         ``DMH.paper()`` is ``DMH(preset="paper")``.
     use_unpaired : bool, "auto" or None
         Whether a semi-paired set's unpaired objects enter the fit: ``True`` (the paper),

@@ -16,24 +16,29 @@ from ..errors import ParameterError, check_finite_memory
 #: gamma = 0.01 and studies its sensitivity at 16 bits (its Fig. 5)
 GAMMA_REFERENCE_BITS = 16
 
+#: a ``gbe_block_bits`` of at least every code length (``n_bits`` is at most 4096): GBE as one
+#: problem of the whole code, as the paper solves it
+ONE_PROBLEM = 4096
+
 #: Values of the options beyond the paper that a ``preset`` gives when they are left as ``None``.
 #: ``"paper"`` is the paper's method, each of these options at the value that leaves it as printed
-#: (``research/studies/quality_paper_exact.py`` checks its codes); ``"default"`` is the setting chosen by the
-#: label-free procedure of :mod:`dmh.selection` (docs/quality.md gives the evidence). Every preset
-#: names the same options, each a parameter of DMH whose default is ``None``.
+#: (``research/studies/quality_paper_exact.py`` checks its codes); ``"default"`` is the design default
+#: chosen by the rule of docs/defaults.md (validation splits of the development sets' training
+#: objects; docs/quality.md gives the evidence per option). Every preset names the same options,
+#: each a parameter of DMH whose default is ``None``.
 PRESETS = {
     "paper": dict(similarity="clip", perplexity=30.0, dam_stop="fixed", dam_lean=False, cle_dtype="float64",
                   unpaired_complement="neighbours", unpaired_dam=True, use_unpaired=True, unpaired_margin=0.0,
                   cle_scaling="feature",
                   encoder="network", gamma_scaling="none",
                   gbe_lr=0.05, gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
-                  dam_agree_target=None, gbe_exaggeration=1.0),
+                  dam_agree_target=None, gbe_exaggeration=1.0, gbe_block_bits=ONE_PROBLEM),
     "default": dict(similarity="perplexity", perplexity=30.0, dam_stop="agreement", dam_lean=True, cle_dtype="auto",
                     unpaired_complement="ridge", unpaired_dam=True, use_unpaired="auto", unpaired_margin=1.0,
                     cle_scaling="auto",
                     encoder="network", gamma_scaling="none",
                     gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine", cle_gram=True,
-                    dam_agree_target=0.995, gbe_exaggeration=1.0),
+                    dam_agree_target=0.995, gbe_exaggeration=1.0, gbe_block_bits=16),
 }
 
 #: GBE's later rounds under ``gbe_schedule="cosine"`` start from the previous round's relaxed codes,

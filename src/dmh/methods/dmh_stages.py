@@ -158,8 +158,9 @@ class GBE(Embedding):
     :data:`~dmh.methods.gbe.APPROX_MIN_N` objects on); ``chunk_size``: rows per block of the exact
     gradient; ``block_bits``: the code solved as independent GBE problems of at most this many bits
     (blocks of :func:`dmh.blocks.blocks_of`), each from its own draws of the fit's generator and
-    warm-started from its own relaxed codes, side by side (``None``: one problem of ``n_bits``); CLE
-    and DAM stay one, on the whole code."""
+    warm-started from its own relaxed codes, side by side (a length of at least ``n_bits``: one problem
+    of ``n_bits``, as the paper; ``None``: the preset's, 16 under ``"default"``, one problem under
+    ``"paper"``); CLE and DAM stay one, on the whole code."""
 
     name: ClassVar[str] = "gbe"
     _fields = {
