@@ -133,14 +133,17 @@ def evaluate(data, method, bits, paired_ratio, seeds, params, out, resume, overw
         raise click.UsageError("give at most one of --resume and --overwrite")
     out = Path(out)
     check_writable(out, "--out")
-    if out.exists() and not (resume or overwrite):  # again under the lock: the cheap refusal first
-        raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
+    _refuse_existing(out, resume or overwrite)  # the cheap refusal first, again under the lock
     dataset = _labelled_data(data)  # a bad DATA fails before the lock file is made
     with exclusive_lock(out):
-        if out.exists() and not (resume or overwrite):
-            raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
-        _evaluate(data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs, trainings, validation,
-                  dataset=dataset)
+        _refuse_existing(out, resume or overwrite)
+        _evaluate(dataset, data, methods, bit_list, ratios, seeds, mparams, out, resume, plots, jobs, trainings,
+                  validation)
+
+
+def _refuse_existing(out: Path, allowed: bool) -> None:
+    if out.exists() and not allowed:
+        raise OutputError(out, "the file exists; pass --resume to continue it or --overwrite to replace it (--out)")
 
 
 def _labelled_data(data):
@@ -176,14 +179,12 @@ def training_list(text: str) -> list[str]:
     return out
 
 
-def _evaluate(data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots, jobs=1,
-              trainings=("semi-paired",), validation=None, dataset=None):
+def _evaluate(dataset, data, methods, bit_list, ratios, seeds, mparams, out: Path, resume, plots, jobs=1,
+              trainings=("semi-paired",), validation=None):
     from ..evaluation import label_prior_map, plan_evaluation, reusable_cells, run_cells
     from ..report import markdown_table, write_results
 
     old = _read_results(out) if resume and out.exists() else None
-    if dataset is None:
-        dataset = _labelled_data(data)
     click.echo(dataset.summary())
     if validation is not None:
         dataset = dataset.validation(**validation)
