@@ -7,6 +7,7 @@ import pytest
 
 from dmh import CrossModalData, make_semi_paired
 from dmh.selection import (
+    check_distinct_candidates,
     choose,
     code_health,
     holdout_pairs,
@@ -145,6 +146,16 @@ def test_tune_resumes_only_fits_of_the_same_settings(toy_data, monkeypatch):
 def test_tune_rejects_unknown_parameters(toy_data):
     with pytest.raises(ValueError, match="unknown parameter"):
         tune(toy_data, "cvh", [{"nope": 1}], [8], [0])
+
+
+def test_tune_refuses_candidates_that_are_one_setting_at_every_bit_length(toy_data):
+    """A grid of None and 16 (the preset's value) fitted the same setting twice and ranked the two."""
+    with pytest.raises(ValueError, match="same setting at 64 bits"):
+        tune(toy_data, "dmh", [{"gbe_block_bits": None}, {"gbe_block_bits": 16}], [64], [0])
+    with pytest.raises(ValueError, match="same setting at 8, 16 bits"):  # both lengths the codes are within
+        tune(toy_data, "dmh", [{"gbe_block_bits": 16}, {"gbe_block_bits": 32}], [8, 16], [0])
+    # they differ at 64 bits, so both are fitted (at 16 bits the same problem twice, which is reported)
+    check_distinct_candidates("dmh", [{"gbe_block_bits": 16}, {"gbe_block_bits": 64}], [16, 64], {})
 
 
 def test_cli_tune(toy_data, tmp_path, capsys):

@@ -319,6 +319,8 @@ def test_bad_param_values_are_refused_before_the_data(tmp_path, capsys, param):
     (["--grid", "n_bits=8,16"], "--grid n_bits is set by the command itself"),
     (["--grid", "k=3", "--param", "random_state=1"], "--param random_state is set by the command itself"),
     (["--grid", "k=3", "--param", "hidden_size=0"], "hidden_size must be"),
+    # None is the default preset's 16: the same fit twice, reported as two rivals
+    (["--grid", "dmh.gbe_block_bits=None,16"], "are the same setting at 8 bits"),
 ])
 def test_tune_checks_every_candidate_before_the_first_fit(tmp_path, capsys, monkeypatch, args, words):
     """--grid perplexity=30,abc fitted the first candidate, then ended in a traceback at the

@@ -19,7 +19,8 @@ image's code retrieves its own text among the held-out texts and vice versa (mea
 ties counted fairly), with code health (bit balance, bit correlation, distinct codes).
 
 GRID is 'KEY=V1,V2;KEY2=V1,V2' (method prefixes optional, e.g. 'dmh.n_rounds=1,3'). Every candidate
-is reported; the choice is the best mean score over bits and seeds. --out is resumable: a rerun
+is reported (two that are one setting, such as a default's own value beside it, are refused); the
+choice is the best mean score over bits and seeds. --out is resumable: a rerun
 reuses the fits made with the same data, settings and parameter values (defaults included) and
 refuses a file of other settings."""
 )
@@ -42,7 +43,8 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     from ..datasets import load_dataset
     from ..errors import DataError
     from ..registry import resolve_method
-    from ..selection import best_mean, choose, load_records, parse_grid, rank_correlations, summarize_candidates
+    from ..selection import (best_mean, check_distinct_candidates, choose, load_records, parse_grid, rank_correlations,
+                              summarize_candidates)
     from ..selection import tune as run_tune
 
     method = resolve_method(method)
@@ -60,6 +62,7 @@ def tune(data, method, grid, params, bits, seeds, paired_ratio, holdout, test_ma
     for cand in candidates:  # every candidate's values, before the data and the first fit
         reject_own_options(cand, "--grid")
         check_method_params(method, {**fixed, **cand}, bit_list)
+    check_distinct_candidates(method, candidates, bit_list, fixed)
     from .._atomic import check_writable
 
     check_writable(out, "--out")  # a fit must not be lost to an --out that cannot be written

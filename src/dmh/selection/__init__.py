@@ -38,7 +38,7 @@ from ._records import (
     spearman,
     summarize_candidates,
 )
-from ._tune import TUNE, candidate_key, data_ident, fit_key, parse_grid, tune
+from ._tune import TUNE, candidate_key, check_distinct_candidates, data_ident, fit_key, parse_grid, tune
 
 __all__ = [
     "NEIGHBOURHOOD_MAX_DB",
@@ -50,6 +50,7 @@ __all__ = [
     "RecordScores",
     "best_mean",
     "candidate_key",
+    "check_distinct_candidates",
     "choose",
     "code_health",
     "data_ident",

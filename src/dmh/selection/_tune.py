@@ -18,7 +18,7 @@ from ..errors import DataError, ParameterError
 from ..evaluation import CellTask, data_fingerprint, full_params, run_cells
 from ..heldout import holdout_pairs, score_model
 
-__all__ = ["TUNE", "candidate_key", "data_ident", "fit_key", "parse_grid", "tune"]
+__all__ = ["TUNE", "candidate_key", "check_distinct_candidates", "data_ident", "fit_key", "parse_grid", "tune"]
 
 
 def parse_grid(spec: str, method: str) -> list[dict]:
@@ -84,7 +84,8 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
     it without labels (:func:`dmh.heldout.score_model`). ``records`` are finished results (resuming:
     their cells are skipped). With ``test_map`` the MAP on the data's query/database split is also
     recorded, to *validate* the criterion and for reports; :func:`dmh.selection.choose` never reads
-    it. ``on_resume(reused, planned)`` is called once the finished records have been checked against
+    it. Two candidates that are one setting at every bit length are refused
+    (:func:`check_distinct_candidates`). ``on_resume(reused, planned)`` is called once the finished records have been checked against
     this run's settings (a mismatch raises :class:`DataError` before it), when some are reused.
 
     ``data`` needs a training split (``train_idx``) or is used whole. For each seed, the training
@@ -107,6 +108,7 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
         unknown = sorted(set(params) - valid)
         if unknown:
             raise ParameterError(f"unknown parameter(s) {unknown} for method {method!r}; it has {sorted(valid)}")
+    check_distinct_candidates(method, grid, bits, fixed_params)
     records = list(records or [])
     plan = [(s, b, p) for s in seeds for b in bits for p in grid]
     ident = data_ident(data)
@@ -130,6 +132,24 @@ def tune(data: CrossModalData, method: str, grid: Sequence[dict], bits: Sequence
     run_cells(cells, {"data": data}, on_entry=finished, echo=echo, progress=progress, jobs=jobs, task=TUNE)
     order = {k: i for i, k in enumerate(keys)}  # the plan's order, whatever finished first
     return sorted(records, key=lambda r: order.get(r["key"], -1))
+
+
+def check_distinct_candidates(method: str, grid: Sequence[dict], bits: Sequence[int], fixed_params: dict) -> None:
+    """Refuse two candidates of ``grid`` that are one setting at every bit length of ``bits`` (a
+    value equal to the default or to a preset's, or a block length the code is within): the same fit
+    would run twice and the two would be reported as rivals."""
+    from .._keys import bits_key_params
+
+    seen: dict[tuple, dict] = {}
+    for params in grid:
+        full = full_params(method, {**fixed_params, **params})
+        setting = tuple(json.dumps(jsonable(bits_key_params(method, full, b)), sort_keys=True) for b in bits)
+        if setting in seen:
+            at = ", ".join(str(int(b)) for b in bits)
+            raise ParameterError(f"grid candidates {candidate_key(seen[setting])} and {candidate_key(params)} are the "
+                                 f"same setting at {at} bits (a default's value, a preset's, or a block length the "
+                                 "code is within): list each setting once")
+        seen[setting] = params
 
 
 def _check_resumed(records: list[dict], plan: list, keys: list[str], paired_ratio: float) -> None:
