@@ -188,6 +188,10 @@ def test_compare_on_the_command_line(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("[1, 2]")
     assert main(["compare", str(tmp_path / "bad.json"), "--baseline", "cvh", "--against", "cvh.reg=1"]) == 2
     assert "bad.json: is not a results file" in capsys.readouterr().err
+    # a dmh tune's file beside the records (a folder's *.json) was called damaged records
+    (tmp_path / "tune.json").write_text(json.dumps({"config": {"grid": "reg=0.5"}, "records": [{"label_free": {}}]}))
+    assert main(["compare", str(base), str(tmp_path / "tune.json"), "--baseline", "cvh", "--against", "cvh.reg=1"]) == 2
+    assert "tune.json: holds a dmh tune's held-out pair scores" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------- experiment configs

@@ -96,6 +96,9 @@ def read_records(path: Path) -> list[dict]:
     records = None
     if isinstance(payload, dict):
         records = payload.get("results", payload.get("records"))
+    if isinstance(payload, dict) and isinstance(payload.get("config"), dict) and "grid" in payload["config"]:
+        raise ResultsFileError(path, "holds a dmh tune's held-out pair scores, not labelled results (dmh evaluate, "
+                                     "dmh reproduce): leave it out of RESULTS")
     if not isinstance(records, list):
         raise ResultsFileError(path, "is not a results file: expected an object with a 'results' list (dmh evaluate) "
                                      "or a 'records' list (metrics.json of dmh reproduce)")
