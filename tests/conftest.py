@@ -21,6 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# Under pytest-xdist (pyproject.toml runs the suite on two workers) each worker is one process of
+# one thread: two processes of the machine's full pool each would thrash two cores. A DMH_THREADS
+# set by the caller stays.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("DMH_THREADS", "1")
+
 SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 WIKI = SHARED_DATA / "wiki" / "wiki_data.mat"
 
