@@ -70,6 +70,29 @@ def test_torch_limited_and_restored():
     assert torch.get_num_threads() == before
 
 
+def test_a_pool_loaded_after_a_limit_is_limited_too():
+    """The pools are looked up again only after imports (a lookup on every search was most of a
+    query's time): the pools faiss brings, loaded after a first limit, are in the next limit's view
+    and limited there."""
+    import_or_skip("faiss", "faiss")
+    code = ("import numpy\n"
+            "from threadpoolctl import threadpool_info\n"
+            "from dmh._threads import _pools, thread_limit\n"
+            "with thread_limit(1):\n    pass\n"
+            "seen = {lib.filepath for lib in _pools().lib_controllers}\n"
+            "import faiss\n"
+            "before = {p['filepath']: p['num_threads'] for p in threadpool_info()}\n"
+            "assert set(before) - seen, 'faiss brought no pool of its own: nothing to check'\n"
+            "target = 1 if max(before.values()) > 1 else 2\n"
+            "with thread_limit(target):\n"
+            "    inside = {p['filepath']: p['num_threads'] for p in threadpool_info()}\n"
+            "    viewed = {lib.filepath for lib in _pools().lib_controllers}\n"
+            "assert viewed == set(before), (viewed, set(before))\n"
+            "assert inside == dict.fromkeys(before, target), inside\n"
+            "assert {p['filepath']: p['num_threads'] for p in threadpool_info()} == before\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_setting_never_imports_torch():
     code = ("import sys, dmh\n"
             "from dmh._threads import thread_limit\n"

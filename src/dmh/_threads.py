@@ -109,9 +109,7 @@ def set_threads(n_threads: int | None) -> int | None:
     previous = _setting
     _setting = None if n_threads is None else _check_n(n_threads, "n_threads")
     n = get_threads()
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=n)  # left in place: this is the process setting
+    _pools().limit(limits=n)  # left in place: this is the process setting
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(n)
@@ -119,6 +117,25 @@ def set_threads(n_threads: int | None) -> int | None:
     if faiss is not None:
         faiss.omp_set_num_threads(n)
     return previous
+
+
+_controller = None  # threadpoolctl's view of the loaded BLAS/OpenMP libraries ...
+_controller_modules = -1  # ... taken when sys.modules held this many modules
+
+
+def _pools():
+    """threadpoolctl's controller of the BLAS/OpenMP pools loaded in this process.
+
+    Finding them walks every loaded shared library (about 4 ms here with torch loaded), which was
+    most of a collection search's time when done on each call; the view is taken again only when
+    modules were imported since, as a library that brings a pool (torch, faiss, a BLAS) is."""
+    global _controller, _controller_modules
+    from threadpoolctl import ThreadpoolController
+
+    loaded = len(sys.modules)
+    if _controller is None or loaded != _controller_modules:
+        _controller, _controller_modules = ThreadpoolController(), loaded
+    return _controller
 
 
 @contextlib.contextmanager
@@ -158,13 +175,13 @@ def thread_limit(n_threads=None, *, torch: bool = False):
     n = resolve_threads(n_threads)
     if torch:
         import torch as _torch  # noqa: F401 - loaded before threadpoolctl looks at the libraries
-    from threadpoolctl import threadpool_limits
+    pools = _pools()
 
     mod_torch = sys.modules.get("torch")
     mod_faiss = sys.modules.get("faiss")
     torch_before = mod_torch.get_num_threads() if mod_torch is not None else None
     faiss_before = mod_faiss.omp_get_max_threads() if mod_faiss is not None else None
-    with threadpool_limits(limits=n):
+    with pools.limit(limits=n):
         try:
             if mod_torch is not None and torch_before != n:
                 mod_torch.set_num_threads(n)
