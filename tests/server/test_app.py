@@ -52,8 +52,13 @@ def test_text_search_matches_library(client, shapes_collection):
         assert [x["score"] for x in body["results"]] == [h.score for h in hits] and col.reranks
         for x in body["results"]:
             assert (x["thumbnail"] is None) == (col.item(x["id"])["image"] is None)
-    thumb = client.get(body["results"][0]["thumbnail"] or "/thumbs/0.jpg")
+    url = body["results"][0]["thumbnail"] or "/thumbs/0.jpg"
+    thumb = client.get(url)
     assert thumb.status_code == 200 and thumb.headers["content-type"] == "image/jpeg"
+    # the file's bytes, kept a day by browsers, with the validators a file response sends
+    assert thumb.content == col.thumbnail(int(url.split("/")[-1].removesuffix(".jpg"))).read_bytes()
+    assert thumb.headers["cache-control"] == "max-age=86400" and int(thumb.headers["content-length"]) == len(thumb.content)
+    assert thumb.headers["etag"].startswith('"') and thumb.headers["last-modified"].endswith(" GMT")
 
 
 def test_unknown_words_in_the_answer(client):
