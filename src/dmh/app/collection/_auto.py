@@ -29,7 +29,7 @@ DEFAULT_CANDIDATES = ("dmh", "cca-itq", "fsh", "spdh", "sadch", "ucch", "djsrh",
 #: the budget of a default candidate: CPU seconds of one fit (one thread, 64 bits) on a collection
 #: of the shared fashion photos' size (2,080 items, 1,040 of them captioned), no more than DMH's own
 #: fit; measured by ``benchmarks/bench_auto_candidates.py`` (docs/collection.md)
-FIT_BUDGET_CPU_S = 40
+FIT_BUDGET_CPU_S = 125
 #: the share of the captioned photos held out to score the candidates (as ``dmh tune``)
 HOLDOUT = 0.15
 #: fewer pairs than this and the candidates are not compared: the first one is used
