@@ -10,7 +10,9 @@ the cases into train / dev / test, balanced by modality and location category, a
 
 One row per image. Its text is the page a reader of MedPix sees for it: the image's caption, then
 the case's title, history, exam, findings, differential and case diagnosis, and the disease
-discussion (fields that are empty or "N/A" are left out). Its label is the image's location
+discussion (fields that are empty or "N/A" are left out). ``--text caption`` keeps the caption
+alone (images without one are left out): the same images with short texts, for checking a rule
+that depends on how long the texts are. Its label is the image's location
 category (5 classes). The split is the repository's: the cases of ``dev`` and ``test`` are the
 queries (about 19%), those of ``train`` the training set and the database, so no case has images on
 both sides.
@@ -37,10 +39,15 @@ NOTES = (
     "MedPix is the U.S. National Library of Medicine's public teaching database of radiology cases;",
     "the repository states no licence of its own, and MedPix's terms of use were not checked here.",
     "Checkout: git --git-dir=<snapshot of the repository> archive <commit> MedPix-2-0 | tar -x -C <dir>",
-    "Text of a row: the image's caption, then its case's title, history, exam, findings, differential",
-    "and case diagnosis and the disease discussion ('N/A' and empty fields left out). Images of the",
-    "same case share all but the caption. Label: the image's 'Location Category'.",
 )
+#: what a row's text is, per ``--text``
+TEXT_NOTES = {
+    "page": ("Text of a row: the image's caption, then its case's title, history, exam, findings, differential",
+             "and case diagnosis and the disease discussion ('N/A' and empty fields left out). Images of the",
+             "same case share all but the caption. Label: the image's 'Location Category'."),
+    "caption": ("Text of a row: the image's caption alone (--text caption; images without one left out).",
+                "Label: the image's 'Location Category'."),
+}
 
 
 def _clean(value) -> str:
@@ -63,9 +70,15 @@ def case_text(case: dict) -> str:
     return " ".join(p for p in parts if p)
 
 
-def read_medpix(root: Path) -> tuple[list[Pair], list[str], list[str]]:
+TEXTS = ("page", "caption")
+
+
+def read_medpix(root: Path, text: str = "page") -> tuple[list[Pair], list[str], list[str]]:
     """The rows (one per image, in Descriptions.json order), the category names (largest first)
-    and the images left out (no file, no case, no category)."""
+    and the images left out (no file, no case, no category; under ``text="caption"`` no caption).
+    ``text``: ``"page"``, the caption and the case's texts, or ``"caption"``, the caption alone."""
+    if text not in TEXTS:
+        raise ValueError(f"text must be one of {TEXTS}, got {text!r}")
     descriptions = _load_json(root / "Descriptions.json")
     cases = {c["U_id"]: c for c in _load_json(root / "Case_topic.json")}
     uid_lists = _load_json(root / "splitted_dataset" / "uid_list.json")
@@ -78,15 +91,16 @@ def read_medpix(root: Path) -> tuple[list[Pair], list[str], list[str]]:
         uid, image = d.get("U_id"), d.get("image")
         category = _clean(d.get("Location Category"))
         path = root / "images" / f"{image}.png"
+        caption = _clean((d.get("Description") or {}).get("Caption"))
         why = ("no image file" if not path.is_file() else "no case" if uid not in cases
-               else "no location category" if not category else "in no split" if uid not in split_of else "")
+               else "no location category" if not category else "in no split" if uid not in split_of
+               else "no caption" if text == "caption" and not caption else "")
         if why:
             skipped.append(f"{image} ({why})")
             continue
-        caption = _clean((d.get("Description") or {}).get("Caption"))
-        text = " ".join(t for t in (caption, case_text(cases[uid])) if t)
+        row_text = caption if text == "caption" else " ".join(t for t in (caption, case_text(cases[uid])) if t)
         split = "query" if split_of[uid] in QUERY_SPLITS else "train"
-        pairs.append(Pair(uid, image, category, split, path, text))
+        pairs.append(Pair(uid, image, category, split, path, row_text))
         counts[category] = counts.get(category, 0) + 1
     if not pairs:
         raise LayoutError(f"{root}: no image has its file, its case and a location category")
@@ -95,11 +109,11 @@ def read_medpix(root: Path) -> tuple[list[Pair], list[str], list[str]]:
 
 
 def build(root, out, *, name="medpix", source="github:CHILab1/MedPix-2.0", commit="", vocabulary_size=2000,
-          image_encoder=None, progress=True, command=""):
-    pairs, categories, skipped = read_medpix(Path(root))
+          image_encoder=None, progress=True, command="", text="page"):
+    pairs, categories, skipped = read_medpix(Path(root), text)
     return write_set(pairs, categories, out, name=name, skipped=skipped, source=source, commit=commit,
                      vocabulary_size=vocabulary_size, image_encoder=image_encoder, progress=progress,
-                     command=command, notes=NOTES,
+                     command=command, notes=NOTES + TEXT_NOTES[text],
                      split_note="the repository's splitted_dataset/uid_list.json: dev + test cases are the "
                      "queries, train cases the database")
 
@@ -112,6 +126,8 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", default="", help="the source commit, for the README")
     ap.add_argument("--vocabulary-size", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--text", choices=TEXTS, default="page",
+                    help="a row's text: the caption and its case's page (default), or the caption alone")
     args = ap.parse_args(argv)
     if not args.checkout.is_dir():
         ap.error(f"--checkout {args.checkout}: not a folder")
@@ -121,7 +137,7 @@ def main(argv=None) -> int:
     try:
         with thread_limit(args.threads):
             data, npz = build(args.checkout, args.out, name=args.name, commit=args.commit,
-                              vocabulary_size=args.vocabulary_size, command=command)
+                              vocabulary_size=args.vocabulary_size, command=command, text=args.text)
     except LayoutError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -159,6 +159,20 @@ def test_medpix_rows_texts_and_split_by_case(medpix, tmp_path):
     assert "  0 Head 2" in readme and "dev + test cases are the queries" in readme
 
 
+def test_medpix_captions_alone(medpix, tmp_path):
+    root = medpix_checkout(tmp_path)
+    descriptions = json.loads((root / "Descriptions.json").read_text())
+    descriptions[1]["Description"]["Caption"] = "N/A"  # C1_b: no caption, so not a row of this variant
+    (root / "Descriptions.json").write_text(json.dumps(descriptions))
+    data, _ = medpix.build(root, tmp_path / "out", image_encoder=mean_colour, progress=False, text="caption")
+    rows = [json.loads(line) for line in (tmp_path / "out" / "texts.jsonl").read_text().splitlines()]
+    assert [(r["image_id"], r["text"]) for r in rows] == [
+        ("C1_a", "Caption of C1_a."), ("C2_a", "Caption of C2_a."), ("C3_a", "Caption of C3_a.")]
+    readme = (tmp_path / "out" / "README.txt").read_text()
+    assert "C1_b (no caption)" in readme and "the image's caption alone" in readme
+    assert "disease discussion" not in readme
+
+
 def test_medpix_bad_layout_is_one_line(medpix, tmp_path, capsys):
     root = medpix_checkout(tmp_path)
     (root / "splitted_dataset" / "uid_list.json").write_text(json.dumps({"train": ["C1"]}))
