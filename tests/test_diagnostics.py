@@ -56,7 +56,8 @@ def test_paper_preset_is_the_options_switched_off(toy_data):
                                     gamma_scaling="none",
                                     gbe_lr=0.05,
                                     gbe_max_iter=150, gbe_tol=1e-5, gbe_schedule="constant", cle_gram=False,
-                                    dam_agree_target=None, gbe_exaggeration=1.0, gbe_block_bits=ONE_PROBLEM)
+                                    dam_agree_target=None, gbe_exaggeration=1.0, gbe_block_bits=ONE_PROBLEM,
+                                    dam_scaling="feature")
     train = toy_data.train()
     a = DMH(8, random_state=1, preset="paper", **TINY).fit(train)
     b = DMH(8, random_state=1, preset="default", **{**PRESETS["paper"], **TINY}).fit(train)

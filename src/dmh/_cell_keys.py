@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import jsonable
-from ._keys import bits_key_params, dump_key, key_params, normalize_key, paired_key_params
+from ._keys import bits_key_params, dump_key, fit_params, key_params, normalize_key, paired_key_params
 from .data import CrossModalData
 from .errors import DataError, ParameterError
 from .records import TASKS
@@ -107,10 +107,12 @@ def check_method_params(method: str, params: dict | None = None, bits: Iterable[
 
 def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_bits: int, paired_ratio: float,
               seed: int, label: str | None = None, grid: dict | None = None, source: str | None = None,
-              pairs_only: bool = False, validation: dict | None = None) -> dict:
+              pairs_only: bool = False, validation: dict | None = None, train: CrossModalData | None = None) -> dict:
     """A cell with its full parameters and its key (``cell["key"]``); ``pairs_only`` trains it on
     the paired objects of its semi-paired set alone; ``validation`` (``{"fraction", "random_state"}``)
-    says that the cell's data are the validation split made with them."""
+    says that the cell's data are the validation split made with them; ``train``, the training set
+    the cell's is drawn from, lets an option that does nothing on any part of it keep older keys
+    (:func:`data_key_params`)."""
     cell = {
         "dataset": dataset,
         "source": source if source is not None else fingerprint["source"],
@@ -132,8 +134,21 @@ def make_cell(*, dataset: str, fingerprint: dict, method: str, params: dict, n_b
     if pairs_only or float(paired_ratio) >= 1.0:  # options that change nothing there keep older keys
         cell["params"] = paired_key_params(cell["method"], cell["params"])
     cell["params"] = bits_key_params(cell["method"], cell["params"], n_bits)  # so do lengths the code is within
+    if train is not None:  # and options these data give no work
+        cell["params"] = data_key_params(cell["method"], cell["params"], train)
     cell["key"] = cell_key(cell)
     return cell
+
+
+def data_key_params(method: str, params: dict, train: CrossModalData) -> dict:
+    """``params`` as :func:`key_params` wrote them, for a cell trained on ``train`` or a part of it
+    (a semi-paired set, its pairs, a fit's held-out subset): the options the method's
+    ``data_inert_options`` finds inert on every part of these data at the values that change
+    nothing there (and so, where that is an added option's old value, left out of the key). The
+    cell is fitted with those values: the same computation, under the key earlier results have."""
+    hook = getattr(get_method_class(method), "data_inert_options", None)
+    inert = hook(fit_params(method, params), train) if hook is not None else {}
+    return jsonable(key_params(method, {**params, **inert})) if inert else params
 
 
 def cell_key(cell: dict) -> str:

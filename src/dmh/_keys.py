@@ -51,7 +51,8 @@ ADDED_OPTIONS: dict[str, dict[str, object]] = {
             "gbe_schedule": "constant", "cle_gram": False, "dam_agree_target": None, "dam_contrastive": 0.0,
             "use_unpaired": True, "dam_first_target": None, "dam_last_epochs": None,
             "encoder": "network", "ridge_weight": 1.0, "gbe_exaggeration": 1.0,
-            "block_bits": None, "unpaired_margin": 0.0, "gbe_block_bits": 4096},
+            "block_bits": None, "unpaired_margin": 0.0, "gbe_block_bits": 4096,
+            "dam_scaling": "feature"},
     "sadch": {"input_scaling": "feature"},
 }
 

@@ -126,7 +126,7 @@ def plan_evaluation(
                     label = f"{m} (pairs only)" if pairs_only else m
                     cells += [make_cell(dataset=dataset, fingerprint=fingerprint, method=m,
                                         params=method_params.get(m, {}), n_bits=b, paired_ratio=r, seed=s,
-                                        label=label, pairs_only=pairs_only, validation=validation)
+                                        label=label, pairs_only=pairs_only, validation=validation, train=train)
                               for b in bits]
     return cells
 

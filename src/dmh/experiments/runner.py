@@ -288,11 +288,12 @@ def run_experiment(
     if validation is not None:
         data = {name: d.validation(**validation) for name, d in data.items()}
     fingerprints = {name: data_fingerprint(d, sources[name]) for name, d in data.items()}
+    trains = {name: d.train() for name, d in data.items()}
     cells = [
         make_cell(dataset=c["dataset"], fingerprint=fingerprints[c["dataset"]], method=c["method"],
                   params=c["params"], n_bits=c["n_bits"], paired_ratio=c["paired_ratio"], seed=c["seed"],
                   label=c["label"], grid=c["grid"], source=c["source"], pairs_only=c["pairs_only"],
-                  validation=validation)
+                  validation=validation, train=trains[c["dataset"]])
         for c in plan_cells(cfg)
     ]
     jobs = check_jobs(jobs)

@@ -35,7 +35,8 @@ def column_mean_std(X: np.ndarray, rows: np.ndarray, step: int = 8192) -> tuple[
 
 
 class Standardised:
-    """The standardised inputs ``(raw - mean) / scale`` of each modality, computed when asked for
+    """The networks' inputs ``(raw - mean) / scale`` of each modality (``scale`` per feature, or one
+    for the view under ``dam_scaling``), computed when asked for
     (the same values every time) instead of kept: beyond 10^5 objects a kept copy of the inputs is
     gigabytes that CLE and GBE do not need."""
 

@@ -36,6 +36,7 @@ from .dmh_options import (  # noqa: F401 - importable from dmh.methods.dmh
     DMHOptions,
     fit_memory_bytes,
     native_bf16,
+    never_sparse,
     preset_options,
     resolve_device,
     sparse_view,
@@ -131,7 +132,8 @@ class DMH(DMHPersistence, BlockEnsemble, BaseHasher):
         The two hash networks and each modality's standardisation.
     codes_, features_, history_ : the training codes, CLE's last ``Y`` and the losses and seconds
         per round (not saved with the model).
-    cle_scaling_, dam_precision_, encoders_, ridge_encoders_ : what ``"auto"`` settings resolved to.
+    cle_scaling_, dam_scaling_, dam_precision_, encoders_, ridge_encoders_ : what ``"auto"`` settings
+        resolved to.
     use_unpaired_, unpaired_choice_ : whether the unpaired objects were used, and under ``"auto"`` why.
     blocks_ : list of DMH or None
         The fitted blocks where ``block_bits`` makes more than one.
@@ -182,6 +184,18 @@ class DMH(DMHPersistence, BlockEnsemble, BaseHasher):
             raise ParameterTypeError(f"DMH got unexpected keyword argument(s) {unknown}")
         store_init_args(self, {k: v for k, v in locals().items() if k not in ("options", "unknown")})
         store_init_args(self, options)
+
+    @staticmethod
+    def data_inert_options(params: dict, train) -> dict:
+        """The options that change nothing on any part of the training set ``train``, at the values
+        that say so (``params``: every parameter, presets resolved): ``dam_scaling="auto"`` is
+        ``"feature"`` where no view can be sparse (:func:`never_sparse`: dense features such as
+        UCI digits' and Wikipedia's). A cell key holds them there (:func:`dmh.evaluation.make_cell`),
+        so a default that changes only sparse views keeps the keys of every other result."""
+        if params.get("dam_scaling") == "auto" and all(
+                never_sparse(Z, mask) for Z, mask in ((train.image, train.image_mask), (train.text, train.text_mask))):
+            return {"dam_scaling": "feature"}
+        return {}
 
     @classmethod
     def paper(cls, n_bits=64, **params) -> DMH:
@@ -278,6 +292,7 @@ class DMH(DMHPersistence, BlockEnsemble, BaseHasher):
         state = start(data, opts, self.stages_, device=self.device, random_state=self.random_state,
                       verbose=self.verbose, record=self.record_diagnostics)
         self.scalers_, self.cle_scaling_, self.dam_precision_ = state.scalers, state.scalings, state.precision
+        self.dam_scaling_ = state.input_scalings
         self.rounds_ = state.rounds
         run_rounds(state)
         self.nets_, self.encoders_ = state.nets, state.encoders

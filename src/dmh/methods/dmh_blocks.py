@@ -37,6 +37,7 @@ class BlockEnsemble:
         first = self.blocks_[0]
         self.scalers_ = first.scalers_  # the training data's statistics: the same in every block
         self.cle_scaling_, self.dam_precision_ = first.cle_scaling_, first.dam_precision_
+        self.dam_scaling_ = first.dam_scaling_
         self.encoders_ = first.encoders_
         self.ridge_encoders_ = {}
         self.codes_ = np.concatenate([b.codes_ for b in self.blocks_], axis=1)

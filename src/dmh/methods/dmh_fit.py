@@ -32,7 +32,8 @@ class FitState:
     train_masks: list  #: the objects each network is trained on
     raws: dict  #: the inputs as given, per view
     X: Standardised  #: the inputs standardised (recomputed when read)
-    scalers: dict  #: per view, (mean, scale) of the standardisation
+    scalers: dict  #: per view, (mean, scale) of the networks' inputs
+    input_scalings: dict  #: how each view is scaled for the networks, "feature" or "view"
     scalings: dict  #: how each view enters CLE's first round
     encoders: dict  #: what encodes each view, "network" or "ridge"
     nets: dict  #: the two hash networks
@@ -78,9 +79,14 @@ def start(data: CrossModalData, opts: DMHOptions, stages: Stages, *, device: str
     train_masks = masks if stages.dam.unpaired else [paired, paired]
     raws = {"image": data.image, "text": data.text}
     scalers = {}
+    input_scalings = stages.dam.input_scalings(raws, masks)
     for m, mask in zip(MODALITIES, masks, strict=True):
         mu, sd = column_mean_std(raws[m], mask)
-        sd[sd < 1e-12] = 1.0
+        if input_scalings[m] == "view":
+            scale = float(np.sqrt(np.mean(sd * sd)))
+            sd = np.full_like(sd, scale if scale > 1e-12 else 1.0)
+        else:
+            sd[sd < 1e-12] = 1.0
         scalers[m] = (mu, sd)
     scalings = stages.cle.view_scalings(raws, masks)
     encoders = stages.dam.part("encoder").views(raws, train_masks)
@@ -99,7 +105,8 @@ def start(data: CrossModalData, opts: DMHOptions, stages: Stages, *, device: str
         opts=opts, stages=stages, device=device, rng=rng, gen=torch.Generator().manual_seed(torch_seed),
         masks=masks, paired=paired, train_masks=train_masks, raws=raws,
         X=Standardised(raws, scalers),  # recomputed when used: one n x d_v copy at a time
-        scalers=scalers, scalings=scalings, encoders=encoders, nets=nets, precision=precision,
+        scalers=scalers, input_scalings=input_scalings, scalings=scalings, encoders=encoders, nets=nets,
+        precision=precision,
         cle_dtype=stages.cle.precision(data.n_objects), history=history,
         clock=StageClock(history["time"], 3 * int(opts.n_rounds), verbose), rounds=[] if record else None,
     )

@@ -221,7 +221,7 @@ _WEIGHT = ("ridge_weight", [Interval(numbers.Real, 0, 1, closed="right")])
 
 @dataclass
 class Ridge(Encoder):
-    """A ridge regression from the view's standardised features to the last round's codes, its
+    """A ridge regression from the view's inputs as the networks see them to the last round's codes, its
     penalty chosen by generalised cross-validation (:mod:`dmh.methods.ridge_encoder`); ``weight``:
     the map's share of the outputs, the rest the network's (1: the ridge map alone)."""
 

@@ -129,6 +129,12 @@ def _first_view(state, m, mask):
 
     if state.scalings[m] == "view":  # the inputs as given, the view scaled as a whole (a copy)
         return cle_mod.scale_view(state.raws[m], mask, state.cle_dtype)
+    if state.input_scalings[m] == "view":  # the networks' inputs are not standardised per feature: CLE's are
+        from .dam_inputs import column_mean_std
+
+        mu, sd = column_mean_std(state.raws[m], mask)
+        sd[sd < 1e-12] = 1.0
+        return cle_mod.scale_view((state.raws[m] - mu) / sd, mask, state.cle_dtype, inplace=True)
     if state.cle_dtype == np.float64:  # every feature standardised
         return cle_mod.scale_view(state.X[m], mask)
     return cle_mod.scale_view(state.X.float32(m), mask, state.cle_dtype, inplace=True)  # a float32 copy, in place
@@ -272,7 +278,8 @@ class DAM(Component):
     stops once its agreement reaches this level, in the first round ``first_target`` where given;
     ``last_epochs``: the most passes of the last round where they differ from ``dam_epochs``;
     ``lean``: cheaper kernels for the same networks; ``contrastive``: weight of a cross-modal
-    InfoNCE term; ``unpaired``: whether the unpaired objects train the networks too (the paper)."""
+    InfoNCE term; ``unpaired``: whether the unpaired objects train the networks too (the paper);
+    ``scaling``: how the networks' inputs are scaled (:meth:`input_scalings`)."""
 
     name: ClassVar[str] = "dam"
     _fields = {
@@ -282,6 +289,7 @@ class DAM(Component):
         "first_target": ("dam_first_target", [UNIT_INTERVAL, None]),
         "last_epochs": ("dam_last_epochs", [NON_NEGATIVE_INT, None]), "lean": ("dam_lean", [Boolean(), None]),
         "contrastive": ("dam_contrastive", [NON_NEGATIVE]), "unpaired": ("unpaired_dam", [Boolean(), None]),
+        "scaling": ("dam_scaling", [Options("feature", "view", "auto"), None]),
     }
     _parts = {"encoder": (Encoder, ENCODERS)}
     encoder: str | Encoder | None = None
@@ -294,6 +302,17 @@ class DAM(Component):
     lean: bool | None = None
     contrastive: float = 0.0
     unpaired: bool | None = None
+    scaling: str | None = None
+
+    def input_scalings(self, raws: dict, masks) -> dict:
+        """How each view is scaled for the networks (and a ridge map): ``"feature"``, each feature
+        standardised (the paper), or ``"view"``, each feature centred and the view divided by one
+        scale, the root of its features' mean variance (the same total variance, spread as the
+        data spread it); ``"auto"``: ``"view"`` for a sparse view."""
+        if self.scaling in (None, "feature", "view"):
+            return {m: self.scaling or "feature" for m in MODALITIES}
+        return {m: "view" if sparse_view(raws[m], mask) else "feature"
+                for m, mask in zip(MODALITIES, masks, strict=True)}
 
     def epochs_of_round(self, r: int, n_rounds: int, epochs: int) -> int:
         """The most passes in round ``r`` (0-based): ``last_epochs`` in the last round where given,

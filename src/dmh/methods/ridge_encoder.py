@@ -1,5 +1,6 @@
 """A linear encoder for one view (``DMH(encoder="ridge")`` or ``"auto"``): a ridge regression from the
-view's standardised features to the final codes GBE gave its training objects, used in place of DAM's
+view's inputs as the networks see them (standardised; a sparse view scaled as a whole under
+``dam_scaling="auto"``) to the final codes GBE gave its training objects, used in place of DAM's
 network to encode new objects of that view.
 
 The penalty is chosen by generalised cross-validation (Golub, Heath and Wahba 1979) on the codes
