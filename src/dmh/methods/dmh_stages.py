@@ -37,6 +37,14 @@ __all__ = ["CLE", "DAM", "GBE", "PCA", "Embedding", "Stages"]
 MODALITIES = ("image", "text")
 
 
+def view_scalings(setting: str, raws: dict, masks) -> dict:
+    """``{"image": "feature"|"view", "text": ...}`` for a scaling ``setting``: itself, or under
+    ``"auto"`` ``"view"`` for a sparse view (:func:`dmh.methods.dmh_options.sparse_view`)."""
+    if setting != "auto":
+        return {m: setting for m in MODALITIES}
+    return {m: "view" if sparse_view(raws[m], mask) else "feature" for m, mask in zip(MODALITIES, masks, strict=True)}
+
+
 @dataclass
 class CLE(Component):
     """Complemented Local Embedding: both views embedded in one space ``Y`` (Eq. 6).
@@ -83,10 +91,7 @@ class CLE(Component):
 
     def view_scalings(self, raws: dict, masks) -> dict:
         """How each view enters the first round: ``{"image": "feature"|"view", "text": ...}``."""
-        if self.scaling != "auto":
-            return {m: self.scaling for m in MODALITIES}
-        return {m: "view" if sparse_view(raws[m], mask) else "feature"
-                for m, mask in zip(MODALITIES, masks, strict=True)}
+        return view_scalings(self.scaling, raws, masks)
 
     def run(self, state, r: int) -> None:
         """Round ``r``: ``state.Y`` from the views (the inputs in the first round, the refreshed
@@ -309,10 +314,7 @@ class DAM(Component):
         standardised (the paper), or ``"view"``, each feature centred and the view divided by one
         scale, the root of its features' mean variance (the same total variance, spread as the
         data spread it); ``"auto"``: ``"view"`` for a sparse view."""
-        if self.scaling in (None, "feature", "view"):
-            return {m: self.scaling or "feature" for m in MODALITIES}
-        return {m: "view" if sparse_view(raws[m], mask) else "feature"
-                for m, mask in zip(MODALITIES, masks, strict=True)}
+        return view_scalings(self.scaling or "feature", raws, masks)
 
     def epochs_of_round(self, r: int, n_rounds: int, epochs: int) -> int:
         """The most passes in round ``r`` (0-based): ``last_epochs`` in the last round where given,
