@@ -4,7 +4,7 @@ import pytest
 from dmh import DMH, CrossModalData, load_model, make_semi_paired, mean_average_precision
 from dmh.errors import ParameterError, ResourceError
 from dmh.evaluation import evaluate_model
-from dmh.methods.dmh_options import DMHOptions
+from dmh.methods.dmh_options import PRESETS, DMHOptions
 
 from ..conftest import WIKI, requires_file
 
@@ -488,8 +488,9 @@ def test_first_round_agreement_target_applies_to_round_one_only(semi):
     assert "dam_first_target" not in full_params("dmh", {})
     assert full_params("dmh", {"dam_first_target": 0.9})["dam_first_target"] == 0.9
     m = DMH(8, dam_first_target=0.5).stages().dam
-    assert m.agreement_target(0) == 0.5 and m.agreement_target(1) == 0.995
-    assert DMH(8).stages().dam.agreement_target(0) == 0.995
+    target = PRESETS["default"]["dam_agree_target"]
+    assert m.agreement_target(0) == 0.5 and m.agreement_target(1) == target
+    assert DMH(8).stages().dam.agreement_target(0) == target
     assert DMH(8, preset="paper").stages().dam.agreement_target(0) is None
     small = dict(TINY, dam_epochs=6)
     low = DMH(8, random_state=0, dam_first_target=0.0, **small).fit(semi)

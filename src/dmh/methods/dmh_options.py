@@ -38,7 +38,7 @@ PRESETS = {
                     cle_scaling="auto",
                     encoder="network", gamma_scaling="none",
                     gbe_lr=0.5, gbe_max_iter=80, gbe_tol=5e-4, gbe_schedule="cosine", cle_gram=True,
-                    dam_agree_target=0.995, gbe_exaggeration=1.0, gbe_block_bits=16, dam_scaling="auto"),
+                    dam_agree_target=0.98, gbe_exaggeration=1.0, gbe_block_bits=16, dam_scaling="auto"),
 }
 
 #: GBE's later rounds under ``gbe_schedule="cosine"`` start from the previous round's relaxed codes,
