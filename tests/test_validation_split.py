@@ -194,6 +194,30 @@ def test_compare_on_the_command_line(tmp_path, capsys):
     assert "tune.json: holds a dmh tune's held-out pair scores" in capsys.readouterr().err
 
 
+def test_compare_both_sets_a_parameter_of_both_settings(tmp_path, capsys):
+    """Records made at an older default: --both names its value once for both sides, and a key set
+    twice (on one side and in --both) is refused in one line."""
+    def itq(params, shift):  # n_iter=20 stands for the value a default had when the records were made
+        recs = _records("a", {"reg": 0.1 + shift}, shift)  # its own noise per setting
+        for r in recs:
+            r.update(method="cca-itq", base_method="cca-itq", params=full_params("cca-itq", {"n_iter": 20, **params}))
+        return recs
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"results": itq({}, 0.0) + itq({"corr_power": 0.5}, 0.05)}))
+    args = ["compare", str(path), "--baseline", "cca-itq", "--against", "cca-itq.corr_power=0.5"]
+    assert main(args) == 2
+    assert "no record of cca-itq on the validation split" in capsys.readouterr().err
+    assert main([*args, "--both", "cca-itq.n_iter=20"]) == 0
+    out = capsys.readouterr().out
+    assert "cca-itq corr_power=0.5 n_iter=20 against cca-itq n_iter=20" in out and "Changes the default: yes" in out
+    for extra, message in [(["--both", "cca-itq.corr_power=2"], "sets corr_power twice"),
+                           (["--both", "cca-itq"], "sets no parameter"), (["--both", "cvh.reg=1"], "names 2 methods")]:
+        assert main([*args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
 # ------------------------------------------------------------------------- experiment configs
 def _config(tmp_path, **extra):
     cfg = {

@@ -18,7 +18,9 @@ __all__ = ["compare"]
 reproduce, pooled) and say whether the candidate changes the default.
 
 A setting is METHOD alone (the method at its defaults) or METHOD.KEY=VALUE (repeat the option for
-more parameters): e.g. --baseline dmh --against dmh.block_bits=32. Per dataset and figure (MAP and
+more parameters): e.g. --baseline dmh --against dmh.block_bits=32. --both METHOD.KEY=VALUE sets a
+parameter of both settings: records made before a default changed name its older value there
+(--both dmh.dam_agree_target=0.995). Per dataset and figure (MAP and
 MAP@50) the two are compared by the leaderboard's paired test over seeds, on each seed's mean over
 the cells both have; the candidate changes the default when it wins or ties on both figures on every
 dataset and loses on none (docs/defaults.md). Run each setting with
@@ -27,9 +29,11 @@ dmh evaluate DATA --split validation --seeds 0,1,2,3,4 (into its own --out)."""
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--baseline", multiple=True, required=True, help="METHOD or METHOD.KEY=VALUE: the default setting")
 @click.option("--against", multiple=True, required=True, help="METHOD or METHOD.KEY=VALUE: the candidate")
+@click.option("--both", multiple=True, help="METHOD.KEY=VALUE: a parameter of both settings (e.g. the value "
+              "of a default at the time the records were made)")
 @click.option("--split", type=click.Choice(["validation", "test"]), default="validation", show_default=True,
               help="the records compared (defaults are chosen on the validation split)")
-def compare(results, baseline, against, split):
+def compare(results, baseline, against, both, split):
     from ..experiments.defaults import (
         check_settings_differ,
         compare_settings,
@@ -37,7 +41,11 @@ def compare(results, baseline, against, split):
         setting_records,
     )
 
-    base, cand = parse_setting(baseline, "--baseline"), parse_setting(against, "--against")
+    if any("=" not in item for item in both):
+        bad = next(item for item in both if "=" not in item)
+        raise click.BadParameter(f"{bad!r} sets no parameter (expects METHOD.KEY=VALUE)", param_hint="--both")
+    base = parse_setting(baseline + both, "--baseline" + (" and --both" if both else ""))
+    cand = parse_setting(against + both, "--against" + (" and --both" if both else ""))
     check_settings_differ(base, cand)
     records = [r for path in results for r in read_records(Path(path))]
     chosen = {}
@@ -68,6 +76,8 @@ def parse_setting(items, option: str) -> tuple[str, dict]:
         if not dot or not method or ":" in name:
             raise click.BadParameter(f"{item!r} names no method (expects METHOD.KEY=VALUE)", param_hint=option)
         methods.add(method.strip().lower())
+        if name.strip() in params:
+            raise click.BadParameter(f"sets {name.strip()} twice", param_hint=option)
         params[name.strip()] = value
     if len(methods) != 1:
         raise click.BadParameter(f"names {len(methods)} methods ({', '.join(sorted(methods))}); a setting is one "
