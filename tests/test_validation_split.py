@@ -212,7 +212,8 @@ def test_compare_both_sets_a_parameter_of_both_settings(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "cca-itq corr_power=0.5 n_iter=20 against cca-itq n_iter=20" in out and "Changes the default: yes" in out
     for extra, message in [(["--both", "cca-itq.corr_power=2"], "sets corr_power twice"),
-                           (["--both", "cca-itq"], "sets no parameter"), (["--both", "cvh.reg=1"], "names 2 methods")]:
+                           (["--both", "cca-itq"], "sets no parameter"), (["--both", "cvh.reg=1"], "names 2 methods"),
+                           (["--both", "="], "Invalid value for --baseline and --both: '=' names no parameter")]:
         assert main([*args, *extra]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -109,21 +109,21 @@ def parse_params(items, methods) -> dict[str, dict]:
     return out
 
 
-def split_param(item: str, form: str = "KEY=VALUE") -> tuple[str, object]:
+def split_param(item: str, form: str = "KEY=VALUE", option: str = "--param") -> tuple[str, object]:
     """One ``--param`` item -> (key, value): the value read as a Python literal where it is one
     (``3``, ``0.5``, ``"float32"``, ``[1, 2]``; JSON's ``true``, ``false``, ``null`` too), else the
     plain string. A missing ``=``, an empty key
-    or a blank value (``gamma_scaling=``, ``gamma_scaling=' '``) is refused naming ``--param``: a
+    or a blank value (``gamma_scaling=``, ``gamma_scaling=' '``) is refused naming ``option``: a
     blank string is never a hyperparameter's meaning, and passing it on reached the method's own
     check (or, for a free-form string, the fit) instead of this one line."""
     if "=" not in item:
-        raise click.BadParameter(f"expects {form}, got {item!r}", param_hint="--param")
+        raise click.BadParameter(f"expects {form}, got {item!r}", param_hint=option)
     key, text = item.split("=", 1)
     key = key.strip()
     if not key or key.endswith(".") or key.startswith("."):
-        raise click.BadParameter(f"{item!r} names no parameter (expects {form})", param_hint="--param")
+        raise click.BadParameter(f"{item!r} names no parameter (expects {form})", param_hint=option)
     if not text.strip():
-        raise click.BadParameter(f"the value of {key!r} must not be empty", param_hint="--param")
+        raise click.BadParameter(f"the value of {key!r} must not be empty", param_hint=option)
     return key, literal_value(text)
 
 

@@ -44,19 +44,20 @@ def compare(results, baseline, against, both, split):
     if any("=" not in item for item in both):
         bad = next(item for item in both if "=" not in item)
         raise click.BadParameter(f"{bad!r} sets no parameter (expects METHOD.KEY=VALUE)", param_hint="--both")
-    base = parse_setting(baseline + both, "--baseline" + (" and --both" if both else ""))
-    cand = parse_setting(against + both, "--against" + (" and --both" if both else ""))
+    hints = {side: side + (" and --both" if both else "") for side in ("--baseline", "--against")}
+    base = parse_setting(baseline + both, hints["--baseline"])
+    cand = parse_setting(against + both, hints["--against"])
     check_settings_differ(base, cand)
     records = [r for path in results for r in read_records(Path(path))]
     chosen = {}
-    for option, (method, params) in (("--baseline", base), ("--against", cand)):
+    for option, (method, params) in ((hints["--baseline"], base), (hints["--against"], cand)):
         chosen[option] = setting_records(records, method, params, split=split)
         if not chosen[option]:
             splits = sorted({r.get("split", "test") for r in records})
             raise click.UsageError(f"no record of {setting_text(method, params)} on the {split} split in "
                                    f"{', '.join(results)} ({option}; the files hold the "
                                    f"{' and '.join(splits)} split)")
-    rows = compare_settings(chosen["--baseline"], chosen["--against"])
+    rows = compare_settings(chosen[hints["--baseline"]], chosen[hints["--against"]])
     click.echo(comparison_markdown(rows, setting_text(*base), setting_text(*cand), split=split))
 
 
@@ -71,7 +72,7 @@ def parse_setting(items, option: str) -> tuple[str, dict]:
         if "=" not in item:
             methods.add(item.strip().lower())
             continue
-        key, value = split_param(item, "METHOD or METHOD.KEY=VALUE")
+        key, value = split_param(item, "METHOD or METHOD.KEY=VALUE", option)
         method, dot, name = key.rpartition(".")
         if not dot or not method or ":" in name:
             raise click.BadParameter(f"{item!r} names no method (expects METHOD.KEY=VALUE)", param_hint=option)
