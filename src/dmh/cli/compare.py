@@ -41,9 +41,9 @@ def compare(results, baseline, against, both, split):
         setting_records,
     )
 
-    if any("=" not in item for item in both):
-        bad = next(item for item in both if "=" not in item)
-        raise click.BadParameter(f"{bad!r} sets no parameter (expects METHOD.KEY=VALUE)", param_hint="--both")
+    for item in both:  # a bare METHOD would name no parameter for both sides
+        if "=" not in item:
+            raise click.BadParameter(f"{item!r} sets no parameter (expects METHOD.KEY=VALUE)", param_hint="--both")
     hints = {side: side + (" and --both" if both else "") for side in ("--baseline", "--against")}
     base = parse_setting(baseline + both, hints["--baseline"])
     cand = parse_setting(against + both, hints["--against"])
