@@ -93,6 +93,9 @@ def leaderboard_rows(records: Sequence[dict], dataset: str) -> list[dict]:
             shared &= set.intersection(*(set(by_metric[m].get(k, {})) for k in group))
         if not shared:
             continue
+        # a fixed order: a float mean summed in a set's order moves with the hash seed, and a mean at
+        # a rounding boundary printed differently from run to run
+        shared = sorted(shared)
         stats = {k: {m: _row_stats(by_metric[m][k], shared) for m in RANKED_METRICS} for k in group}
         ranks = {m: _ranks([stats[k][m][0] for k in group]) for m in RANKED_METRICS}
         for i, k in enumerate(group):
